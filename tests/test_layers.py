@@ -1,0 +1,49 @@
+"""The package's layering holds: a lower layer never imports a higher one."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+SRC = pathlib.Path(__file__).resolve().parent.parent / "src" / "minidb"
+
+# Each layer may import only the layers listed for it (and itself). Modules at the package
+# root (errors, _failpoints) are shared infrastructure every layer may use, except runtime,
+# which stands alone so it can be reused by any asyncio program.
+ALLOWED = {
+    "runtime": set(),
+    "protocol": {"errors"},
+    "wal": {"errors", "_failpoints"},
+    "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
+    "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime"},
+    "client": {"errors", "protocol", "runtime"},
+    "batch": {"errors", "protocol", "client", "runtime"},
+}
+
+
+def _minidb_imports(path: pathlib.Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "minidb" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+def test_layers_lower_never_import_higher() -> None:
+    """Every module of a layer imports only minidb layers that the table above allows."""
+    problems = []
+    for layer, allowed in ALLOWED.items():
+        for path in sorted((SRC / layer).rglob("*.py")) if (SRC / layer).exists() else []:
+            bad = _minidb_imports(path) - allowed - {layer}
+            if bad:
+                problems.append(f"{path.relative_to(SRC)} imports {sorted(bad)}")
+    assert not problems, "\n".join(problems)
