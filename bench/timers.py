@@ -288,6 +288,21 @@ def render_table(report: Report) -> str:
     return "\n".join(out)
 
 
+def render_phases(report: Report) -> str:
+    """Median seconds per phase, per cell: where each loop spends its time."""
+    lines = ["phases (median seconds):"]
+    for workload, n in report.rows():
+        parts = []
+        for lp in report.loops:
+            cell = report.medians.get((workload, n, lp))
+            if cell:
+                phases = " ".join(f"{k} {v:.3f}" for k, v in cell["phases"].items())
+                parts.append(f"{LOOP_TITLES[lp]}: {phases}")
+        if parts:
+            lines.append(f"  {workload} N={format_size(n)}: " + " | ".join(parts))
+    return "\n".join(lines)
+
+
 def render_cancel_memory(report: Report) -> str:
     lines = ["cancel memory (MiB): start -> after schedule -> after cancel + gc"]
     for workload, n in report.rows():
@@ -452,6 +467,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1, help="base random seed")
     parser.add_argument("--no-gc", action="store_true", help="disable the cyclic GC (diagnosis)")
     parser.add_argument(
+        "--phases", action="store_true", help="also print each cell's phase times (profiling)"
+    )
+    parser.add_argument(
         "--cell-timeout",
         type=float,
         default=DEFAULT_CELL_TIMEOUT_S,
@@ -546,6 +564,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if memory:
         print()
         print(memory)
+    if args.phases:
+        print()
+        print(render_phases(report))
     if report.problems:
         print()
         print("cells that did not run:")
