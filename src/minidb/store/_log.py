@@ -1,0 +1,94 @@
+"""The durability hook: what the data owner needs from a commit log, and two simple logs.
+
+The owner depends only on the ``CommitLog`` protocol, so the write-ahead log plugs in without
+the owner knowing files exist. ``NullLog`` keeps nothing (a store that is only in memory);
+``MemoryLog`` keeps records in a list and can be told to fail, which is how the owner's
+group-commit and fail-stop rules are tested without a disk.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class CommitLog(Protocol):
+    """Where the owner writes a batch's records before releasing its replies."""
+
+    def append(self, record: bytes) -> None:
+        """Add one write request in line-protocol form, without its newline."""
+
+    def sync(self) -> None:
+        """Make everything appended so far durable; raise ``OSError`` if that failed."""
+
+    def wants_checkpoint(self) -> bool:
+        """Whether enough log has grown since the last checkpoint to write a new one."""
+
+    def checkpoint(self, records: Iterable[bytes]) -> None:
+        """Replace the history by ``records`` (the whole store as SET records)."""
+
+    def close(self) -> None:
+        """Release files; called once after the owner has stopped."""
+
+
+class NullLog:
+    """A log that keeps nothing: writes are acknowledged once applied in memory."""
+
+    def append(self, record: bytes) -> None:
+        pass
+
+    def sync(self) -> None:
+        pass
+
+    def wants_checkpoint(self) -> bool:
+        return False
+
+    def checkpoint(self, records: Iterable[bytes]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class MemoryLog:
+    """An in-memory log for tests: ``synced`` holds what a crash would keep.
+
+    ``fail_append`` / ``fail_sync`` make the next call raise ``OSError`` with that errno.
+    """
+
+    appended: list[bytes] = field(default_factory=list)
+    synced: list[bytes] = field(default_factory=list)
+    syncs: int = 0
+    checkpoints: int = 0
+    checkpoint_every: int = 0
+    fail_append: int = 0
+    fail_sync: int = 0
+    closed: bool = False
+
+    def append(self, record: bytes) -> None:
+        if self.fail_append:
+            code, self.fail_append = self.fail_append, 0
+            raise OSError(code, os.strerror(code))
+        self.appended.append(record)
+
+    def sync(self) -> None:
+        if self.fail_sync:
+            code, self.fail_sync = self.fail_sync, 0
+            raise OSError(code, os.strerror(code))
+        self.syncs += 1
+        self.synced = list(self.appended)
+
+    def wants_checkpoint(self) -> bool:
+        return bool(self.checkpoint_every) and len(self.appended) >= self.checkpoint_every
+
+    def checkpoint(self, records: Iterable[bytes]) -> None:
+        self.checkpoints += 1
+        self.appended = list(records)
+        self.synced = list(self.appended)
+
+    def close(self) -> None:
+        self.closed = True
+

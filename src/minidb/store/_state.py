@@ -1,0 +1,204 @@
+"""The data and the rules for changing it: ``StoreState``, a pure class with no asyncio in it.
+
+``StoreState.apply(request)`` applies one parsed request and returns its reply in wire form.
+The data owner calls ``execute`` instead, which also notes in a ``Journal`` what a write
+changed: the log record to append (the request in line form; only for writes that changed
+something: every SET, a DEL only when the key existed) and how to undo it. Replay calls
+``apply`` with the records read back from the log.
+
+Theory of operation for SCAN: keys are visited in byte order, and the cursor is ``+`` followed
+by the last key returned, so a scan resumes *after* that key whatever was inserted or deleted in
+between. Every key present for the whole scan is therefore returned exactly once; a key written
+or deleted meanwhile may or may not be. To find "the next keys after X" cheaply, a bucket that
+has been scanned keeps a sorted list of its keys, maintained on insert and delete from then on
+(a bisect and a memmove); buckets that are never scanned pay nothing.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right, insort
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from minidb.protocol import (
+    NIL,
+    OK,
+    SCAN_START,
+    Delete,
+    Get,
+    Invalid,
+    Request,
+    Scan,
+    Set,
+    error_reply,
+    keys_reply,
+    value_reply,
+)
+
+_MISSING = None
+"""Undo marker: the key did not exist before the write."""
+
+UndoEntry = tuple[bytes, bytes, bytes | None]
+"""(bucket, key, previous value or None) for one write, in the order the writes happened."""
+
+
+class Journal:
+    """What the writes of one batch did: records for the log, and how to take them back."""
+
+    __slots__ = ("records", "undo")
+
+    def __init__(self) -> None:
+        self.records: list[bytes] = []
+        self.undo: list[UndoEntry] = []
+
+    def clear(self) -> None:
+        self.records.clear()
+        self.undo.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatistics:
+    """Counts of what the state holds and what was applied to it since start."""
+
+    buckets: int
+    keys: int
+    gets: int
+    get_hits: int
+    sets: int
+    dels: int
+    del_hits: int
+    scans: int
+    invalid: int
+
+
+class StoreState:
+    """Buckets of keys and values, all ``bytes``; no locks: exactly one owner calls it."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[bytes, dict[bytes, bytes]] = {}
+        self._sorted: dict[bytes, list[bytes]] = {}
+        self._keys = 0
+        self._gets = self._get_hits = self._sets = 0
+        self._dels = self._del_hits = self._scans = self._invalid = 0
+
+    # -- applying requests -------------------------------------------------------------------
+
+    def apply(self, request: Request) -> bytes:
+        """Apply one request and return its reply line (replay and tests use this)."""
+        return self.execute(request, None)
+
+    def execute(self, request: Request, journal: Journal | None) -> bytes:
+        """Apply one request, noting a changing write in ``journal``; return the reply line."""
+        kind = type(request)
+        if kind is Get:
+            self._gets += 1
+            bucket = self._buckets.get(request.bucket)  # type: ignore[union-attr]
+            value = bucket.get(request.key) if bucket else None  # type: ignore[union-attr]
+            if value is None:
+                return NIL
+            self._get_hits += 1
+            return value_reply(value)
+        if kind is Set:
+            assert isinstance(request, Set)
+            self._sets += 1
+            old = self._put(request.bucket, request.key, request.value)
+            if journal is not None:
+                journal.records.append(
+                    b"SET " + request.bucket + b" " + request.key + b" " + request.value
+                )
+                journal.undo.append((request.bucket, request.key, old))
+            return OK
+        if kind is Delete:
+            assert isinstance(request, Delete)
+            self._dels += 1
+            old = self._remove(request.bucket, request.key)
+            if old is None:
+                return NIL
+            self._del_hits += 1
+            if journal is not None:
+                journal.records.append(b"DEL " + request.bucket + b" " + request.key)
+                journal.undo.append((request.bucket, request.key, old))
+            return OK
+        if kind is Scan:
+            assert isinstance(request, Scan)
+            self._scans += 1
+            return self._scan(request)
+        assert isinstance(request, Invalid)
+        self._invalid += 1
+        return error_reply(request.reason)
+
+    def rollback(self, journal: Journal) -> None:
+        """Take back every write noted in ``journal``, newest first."""
+        for bucket, key, old in reversed(journal.undo):
+            if old is _MISSING:
+                self._remove(bucket, key)
+            else:
+                self._put(bucket, key, old)
+        journal.clear()
+
+    # -- reading the whole store -------------------------------------------------------------
+
+    def records(self) -> Iterator[bytes]:
+        """The whole store as ``SET bucket key value`` records (what a checkpoint writes)."""
+        for name, bucket in self._buckets.items():
+            for key, value in bucket.items():
+                yield b"SET " + name + b" " + key + b" " + value
+
+    def __len__(self) -> int:
+        return self._keys
+
+    def statistics(self) -> StoreStatistics:
+        return StoreStatistics(
+            buckets=len(self._buckets),
+            keys=self._keys,
+            gets=self._gets,
+            get_hits=self._get_hits,
+            sets=self._sets,
+            dels=self._dels,
+            del_hits=self._del_hits,
+            scans=self._scans,
+            invalid=self._invalid,
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _put(self, name: bytes, key: bytes, value: bytes) -> bytes | None:
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            bucket = self._buckets[name] = {}
+        old = bucket.get(key)
+        bucket[key] = value
+        if old is None:
+            self._keys += 1
+            order = self._sorted.get(name)
+            if order is not None:
+                insort(order, key)
+        return old
+
+    def _remove(self, name: bytes, key: bytes) -> bytes | None:
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            return None
+        old = bucket.pop(key, None)
+        if old is None:
+            return None
+        self._keys -= 1
+        order = self._sorted.get(name)
+        if order is not None:
+            del order[bisect_right(order, key) - 1]
+        if not bucket:
+            del self._buckets[name]
+            self._sorted.pop(name, None)
+        return old
+
+    def _scan(self, request: Scan) -> bytes:
+        bucket = self._buckets.get(request.bucket)
+        if not bucket:
+            return keys_reply(SCAN_START, [])
+        order = self._sorted.get(request.bucket)
+        if order is None:
+            order = self._sorted[request.bucket] = sorted(bucket)
+        start = 0 if request.cursor == SCAN_START else bisect_right(order, request.cursor[1:])
+        page = order[start : start + request.limit]
+        done = start + request.limit >= len(order)
+        return keys_reply(SCAN_START if done else b"+" + page[-1], page)

@@ -1,0 +1,147 @@
+"""StoreOwner: group commit through the mailbox, the never-ahead-of-the-log rule, fail-stop."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+import pytest
+
+import minidb.runtime
+from minidb.errors import UnavailableError
+from minidb.protocol import Delete, Get, Request, Set
+from minidb.store import Batch, MemoryLog, StoreOwner, StoreState
+
+
+class Sink:
+    """Collects flushes the way a connection would."""
+
+    def __init__(self) -> None:
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+
+def _batch(sink: Sink, *requests: Request) -> Batch:
+    return Batch(list(requests), sink, deadline=0.0)
+
+
+def test_owner_group_syncs_once_and_answers_in_order() -> None:
+    """One group of several batches appends every write and syncs once, then answers."""
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=100)
+    a, b = Sink(), Sink()
+    first = _batch(a, Set(b"u", b"x", b"1"), Get(b"u", b"x"))
+    second = _batch(b, Set(b"u", b"y", b"2"), Delete(b"u", b"nope"))
+    third = _batch(a, Delete(b"u", b"x"))
+    owner.commit([first, second, third])
+    assert log.syncs == 1
+    assert log.synced == [b"SET u x 1", b"SET u y 2", b"DEL u x"]
+    assert first.replies == [b"OK\n", b"VALUE 1\n"]
+    assert second.replies == [b"OK\n", b"NIL\n"]
+    assert third.replies == [b"OK\n"]
+    assert (a.flushes, b.flushes) == (1, 1)
+
+
+def test_owner_reads_only_sync_nothing() -> None:
+    """A group of reads (and no-op deletes) costs no sync."""
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=10)
+    owner.commit([_batch(Sink(), Get(b"u", b"x"), Delete(b"u", b"x"))])
+    assert log.syncs == 0 and log.appended == []
+
+
+@pytest.mark.parametrize("failure", ["append", "sync"])
+def test_owner_log_failure_acknowledges_nothing_and_turns_read_only(failure: str) -> None:
+    """If append or sync fails, the group's writes get ERR not logged and are undone."""
+    log = MemoryLog()
+    state = StoreState()
+    owner = StoreOwner(state, log, mailbox=10)
+    owner.commit([_batch(Sink(), Set(b"u", b"x", b"old"))])
+    setattr(log, f"fail_{failure}", errno.ENOSPC)
+    batch = _batch(Sink(), Set(b"u", b"x", b"new"), Get(b"u", b"x"), Set(b"u", b"y", b"1"))
+    owner.commit([batch])
+    not_logged = b"ERR not logged: No space left on device\n"
+    # The read is answered from the rolled-back state: it never shows the unlogged value.
+    assert batch.replies == [not_logged, b"VALUE old\n", not_logged]
+    assert state.apply(Get(b"u", b"x")) == b"VALUE old\n"
+    assert state.apply(Get(b"u", b"y")) == b"NIL\n"
+    assert owner.read_only == "No space left on device"
+    later = _batch(Sink(), Set(b"u", b"z", b"1"), Get(b"u", b"x"))
+    owner.commit([later])
+    assert later.replies == [b"ERR read-only: No space left on device\n", b"VALUE old\n"]
+    assert owner.statistics().not_logged == 2
+
+
+def test_owner_checkpoints_when_log_asks() -> None:
+    """When the log wants a checkpoint it gets the whole store as SET records."""
+    log = MemoryLog(checkpoint_every=3)
+    owner = StoreOwner(StoreState(), log, mailbox=10)
+    owner.commit([_batch(Sink(), Set(b"u", b"x", b"1"), Set(b"u", b"x", b"2"))])
+    owner.commit([_batch(Sink(), Set(b"u", b"y", b"3"))])
+    assert log.checkpoints == 1
+    assert sorted(log.synced) == [b"SET u x 2", b"SET u y 3"]
+
+
+def test_owner_timed_out_batch_keeps_its_busy_replies_but_write_lands() -> None:
+    """A batch already answered (timed out) keeps that answer; its write still applies."""
+    state = StoreState()
+    owner = StoreOwner(state, MemoryLog(), mailbox=10)
+    batch = _batch(Sink(), Set(b"u", b"x", b"late"))
+    batch.replies = [b"ERR busy\n"]
+    owner.commit([batch])
+    assert batch.replies == [b"ERR busy\n"]
+    assert state.apply(Get(b"u", b"x")) == b"VALUE late\n"
+
+
+def test_owner_task_drains_everything_waiting_per_wakeup() -> None:
+    """Batches queued before the owner wakes are committed as one group."""
+    minidb.runtime.run(_drains_everything())
+
+
+async def _drains_everything() -> None:
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=100)
+    task = asyncio.create_task(owner.run())
+    batches = [_batch(Sink(), Set(b"u", b"k%d" % i, b"v")) for i in range(16)]
+    for batch in batches:
+        owner.mailbox.put_nowait(batch)
+    owner.close()
+    async with asyncio.timeout(5):
+        await task
+    assert all(b.replies == [b"OK\n"] for b in batches)
+    assert log.syncs == 1
+    assert owner.statistics().batch_size_sum == 16
+
+
+def test_owner_death_answers_waiters_unavailable() -> None:
+    """When the owner task dies, queued batches get ERR store unavailable and sends fail."""
+    minidb.runtime.run(_death_answers_unavailable())
+
+
+async def _death_answers_unavailable() -> None:
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
+
+    def explode(batches: list[Batch]) -> None:
+        raise RuntimeError("boom")
+
+    owner.commit = explode  # type: ignore[method-assign]
+    task = asyncio.create_task(owner.run())
+    first, second = _batch(Sink(), Get(b"u", b"x")), _batch(Sink(), Get(b"u", b"y"))
+    owner.mailbox.put_nowait(first)
+    owner.mailbox.put_nowait(second)
+    async with asyncio.timeout(5):
+        with pytest.raises(RuntimeError):
+            await task
+    assert first.replies == second.replies == [b"ERR store unavailable\n"]
+    with pytest.raises(UnavailableError):
+        owner.mailbox.put_nowait(_batch(Sink(), Get(b"u", b"z")))
+
+
+def test_mailbox_room_counts_requests() -> None:
+    """Capacity is counted in requests, not in batches."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=5)
+    owner.mailbox.put_nowait(_batch(Sink(), *[Get(b"u", b"x")] * 3))
+    assert owner.mailbox.room() == 2
+    assert owner.statistics().mailbox_depth == 3
