@@ -1,0 +1,29 @@
+"""Snapshots: the whole store as SET records, in the log's own framing, closed by END.
+
+Pure encoding and decoding; ``DurableLog.checkpoint`` writes the bytes with a temp file, fsync,
+rename and directory fsync. Because a snapshot is framed like a segment, one reader and one
+``minidb wal dump`` serve both. Unlike a segment, a snapshot must be complete: it only ever
+appears under its final name whole, so a missing END or any bad record is damage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from minidb.wal._format import FileKind, encode_end, encode_header, encode_record
+from minidb.wal._reader import Record, closed_records
+
+
+def snapshot_chunks(base: int, records: Iterable[bytes]) -> Iterator[bytes]:
+    """The bytes of a snapshot consistent with the log below ``base``: header, records, END."""
+    yield encode_header(FileKind.SNAPSHOT, base)
+    count = 0
+    for payload in records:
+        yield encode_record(base + count, payload)
+        count += 1
+    yield encode_end(base + count, count)
+
+
+def snapshot_records(buf: bytes, base: int) -> Iterator[Record]:
+    """The records of a snapshot file named for ``base``; ``Malformed`` if it is not whole."""
+    return closed_records(buf, FileKind.SNAPSHOT, base)

@@ -1,0 +1,345 @@
+"""``DurableLog``: the write-ahead log the store's data owner writes through.
+
+It ties the pieces together: replay at open (``_recovery``), group-committed appends to the
+newest segment (``_writer``), checkpoints that replace the history by a snapshot
+(``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It implements the
+store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``, ``checkpoint``,
+``close``) and is synchronous: the owner calls it from the loop thread or hands ``sync`` to a
+worker thread, but never two calls at once.
+
+Lifecycle::
+
+    REPLAYING --replay() exhausted--> OPEN --close()--> CLOSED
+        |                               |
+        +--CorruptionError (stays)      +--any write/fsync OSError--> FAILED (refuses all writes)
+
+Fail-stop, because of fsyncgate: after a failed fsync Linux may already have marked the dirty
+pages clean and dropped them, so a later fsync that succeeds proves nothing about the records
+of the failed batch. A failed log therefore refuses every later write; a restart replays what
+really is on disk.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+
+from minidb import _failpoints
+from minidb.errors import WalError
+from minidb.wal._checkpoint import snapshot_chunks
+from minidb.wal._files import (
+    MANIFEST_NAME,
+    Listing,
+    list_dir,
+    lock_dir,
+    remove,
+    segment_name,
+    snapshot_name,
+    write_atomically,
+)
+from minidb.wal._format import FILE_HEADER_SIZE
+from minidb.wal._manifest import Manifest
+from minidb.wal._recovery import FileReport, Recovery
+from minidb.wal._writer import SegmentWriter
+
+logger = logging.getLogger("minidb.wal")
+
+# Checkpoint after this much log since the last one: restart replays at most about this much
+# history on top of the snapshot (the issue's --checkpoint-bytes default).
+DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024
+# Start a new segment once the current one holds this much, so no single file grows without
+# bound between checkpoints and a damaged file costs at most this much of the history.
+DEFAULT_SEGMENT_BYTES = 16 * 1024 * 1024
+
+
+class _State(enum.Enum):
+    REPLAYING = "replaying"
+    OPEN = "open"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True, slots=True)
+class WalStatistics:
+    """Counters of one ``DurableLog`` since it was opened."""
+
+    appends: int  # records appended (minidb_wal_appends_total)
+    syncs: int  # fdatasyncs that carried records (minidb_wal_syncs_total)
+    bytes: int  # record bytes written to segments
+    checkpoints: int
+    segments_created: int
+    replayed: int  # records yielded by replay, snapshot included
+    torn_bytes_cut: int  # bytes of torn tail cut off at open
+    log_bytes: int  # bytes of log since the last checkpoint (what wants_checkpoint compares)
+    failed: bool  # fail-stop: the log refuses writes until restarted
+
+
+class DurableLog:
+    """A checksummed, segmented write-ahead log with snapshots, in one data directory."""
+
+    def __init__(
+        self, directory: str, lock_fd: int, *, checkpoint_bytes: int, segment_bytes: int
+    ) -> None:
+        self.directory = directory
+        self.checkpoint_bytes = checkpoint_bytes
+        self.segment_bytes = segment_bytes
+        self._lock_fd = lock_fd
+        self._state = _State.REPLAYING
+        self._recovery: Recovery | None = None
+        self._writer: SegmentWriter | None = None
+        self._failure: str | None = None
+        self.torn_tail: FileReport | None = None  # what open cut off, for the caller to log
+        self._appends = self._syncs = self._bytes = self._checkpoints = 0
+        self._segments_created = self._replayed = self._torn_bytes_cut = self._log_bytes = 0
+
+    # -- opening and replay ----------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        data_dir: str | os.PathLike[str],
+        *,
+        checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+    ) -> DurableLog:
+        """Open (or create) the log in ``data_dir``; call ``replay()`` before appending.
+
+        Raises ``CorruptionError`` for a damaged manifest here, and for damaged records while
+        ``replay()`` is iterated; ``WalError`` if another process has the directory open.
+        """
+        directory = os.fspath(data_dir)
+        os.makedirs(directory, exist_ok=True)
+        lock_fd = lock_dir(directory)
+        log = cls(
+            directory, lock_fd, checkpoint_bytes=checkpoint_bytes, segment_bytes=segment_bytes
+        )
+        try:
+            log._open()
+        except BaseException:
+            log.close()
+            raise
+        return log
+
+    def _open(self) -> None:
+        listing = list_dir(self.directory)
+        if listing.is_empty() or _creation_interrupted(self.directory, listing):
+            remove(self.directory, [*listing.segments.values(), *listing.temporaries])
+            self._writer = SegmentWriter.create(self.directory, 0)
+            self._segments_created += 1
+            write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
+            self._state = _State.OPEN
+            return
+        self._recovery = Recovery(self.directory)
+        self._recovery.read_manifest()
+
+    def replay(self) -> Iterator[bytes]:
+        """Yield every record's payload, snapshot first; afterwards the log is appendable.
+
+        A torn tail of the newest segment is cut off (logged, and kept in ``torn_tail``).
+        Raises ``CorruptionError`` for any other damage; the log then stays unusable.
+        """
+        recovery = self._recovery
+        if recovery is None:
+            return
+        for record in recovery.records():
+            self._replayed += 1
+            yield record.payload
+        tail = recovery.tail
+        assert tail is not None, "records() sets the tail when it completes"
+        if tail.torn is not None:
+            self.torn_tail = tail.torn
+            self._torn_bytes_cut = tail.torn.size - tail.good_offset
+            logger.warning(
+                "wal torn tail cut file=%s offset=%d dropped_bytes=%d reason=%r",
+                tail.torn.name,
+                tail.good_offset,
+                self._torn_bytes_cut,
+                tail.torn.problem,
+            )
+        if tail.good_offset < FILE_HEADER_SIZE:
+            self._writer = SegmentWriter.create(self.directory, tail.base)
+        else:
+            self._writer = SegmentWriter.reopen(
+                self.directory, tail.base, tail.good_offset, tail.next_number
+            )
+        remove(self.directory, recovery.stale_files())
+        self._log_bytes = recovery.log_bytes
+        self._recovery = None
+        self._state = _State.OPEN
+
+    # -- the CommitLog protocol -------------------------------------------------------------
+
+    def append(self, record: bytes) -> None:
+        """Buffer one record (a write request, no newline); nothing is durable until ``sync``.
+
+        Raises ``WalError`` if the log is not open or has failed, and ``OSError`` for an
+        injected write failure (after which the log has failed).
+        """
+        writer = self._writable()
+        if _failpoints.ACTIVE:
+            try:
+                _failpoints.hit("wal.append")
+            except OSError as exc:
+                self._fail(exc)
+                raise
+        try:
+            writer.append(record)
+        except ValueError as exc:  # too long: refused, but the log is fine
+            raise WalError(str(exc), path=writer.path) from None
+        self._appends += 1
+
+    def sync(self) -> None:
+        """Write every appended record and fdatasync once; return only when they are durable.
+
+        No-op when nothing is pending. Raises ``OSError`` if the write or the sync fails (the
+        log has then failed for good) and ``WalError`` if it had already failed.
+        """
+        writer = self._writable()
+        if not writer.pending:
+            return
+        try:
+            if writer.size >= self.segment_bytes:
+                writer = self._start_segment(writer.first_pending_number, writer)
+            data = writer.take_buffer()
+            writer.write(data)
+            if _failpoints.ACTIVE:
+                _failpoints.hit("wal.sync")
+            writer.datasync()
+        except OSError as exc:
+            self._fail(exc)
+            raise
+        self._syncs += 1
+        self._bytes += len(data)
+        self._log_bytes += len(data)
+
+    def wants_checkpoint(self) -> bool:
+        """Whether ``checkpoint_bytes`` of log have been written since the last checkpoint."""
+        return self._state is _State.OPEN and self._log_bytes >= self.checkpoint_bytes
+
+    def checkpoint(self, records: Iterable[bytes]) -> None:
+        """Replace the history by a snapshot of ``records`` (the whole store as SET requests).
+
+        Every appended record must be synced first (pending ones are synced here). Order:
+        new segment, snapshot (temp, fsync, rename, fsync dir), manifest (same), then delete
+        what the snapshot covers; a crash anywhere leaves a directory that replays correctly.
+        A disk error fails the log, like any other write error.
+        """
+        writer = self._writable()
+        if writer.pending:
+            self.sync()
+        base = writer.next_number
+        try:
+            if writer.base != base:  # the current segment holds records: they go to history
+                writer = self._start_segment(base, writer)
+            write_atomically(self.directory, snapshot_name(base), snapshot_chunks(base, records))
+            write_atomically(self.directory, MANIFEST_NAME, [Manifest(base, base).encode()])
+            listing = list_dir(self.directory)
+            old_segments = [name for b, name in listing.segments.items() if b < base]
+            old_snapshots = [name for b, name in listing.snapshots.items() if b != base]
+            remove(self.directory, old_segments + old_snapshots)
+        except OSError as exc:
+            self._fail(exc)
+            raise
+        self._checkpoints += 1
+        self._log_bytes = 0
+
+    def close(self) -> None:
+        """Release the files and the directory lock; records appended but not synced are
+        dropped (they were never acknowledged). Idempotent."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+        self._state = _State.CLOSED
+
+    # -- introspection ----------------------------------------------------------------------
+
+    @property
+    def failure(self) -> str | None:
+        """Why the log refuses writes (fail-stop), or ``None`` while it is healthy."""
+        return self._failure
+
+    def statistics(self) -> WalStatistics:
+        """A snapshot of the counters."""
+        return WalStatistics(
+            appends=self._appends,
+            syncs=self._syncs,
+            bytes=self._bytes,
+            checkpoints=self._checkpoints,
+            segments_created=self._segments_created,
+            replayed=self._replayed,
+            torn_bytes_cut=self._torn_bytes_cut,
+            log_bytes=self._log_bytes,
+            failed=self._state is _State.FAILED,
+        )
+
+    def __enter__(self) -> DurableLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _writable(self) -> SegmentWriter:
+        if self._state is _State.FAILED:
+            raise WalError(f"log refuses writes after a disk error: {self._failure}")
+        if self._state is not _State.OPEN or self._writer is None:
+            raise WalError(f"log is {self._state.value}, not open for writing")
+        return self._writer
+
+    def _start_segment(self, base: int, old: SegmentWriter) -> SegmentWriter:
+        # The old segment is fully synced (a failed sync would have failed the log), so its
+        # records are durable; pending records move, already numbered, to the new segment.
+        new = SegmentWriter.create(self.directory, base)
+        count = old.pending
+        new.adopt(old.take_buffer(), count)
+        old.close()
+        self._writer = new
+        self._segments_created += 1
+        return new
+
+    def _fail(self, exc: OSError) -> None:
+        self._failure = f"{exc.strerror or exc}"
+        self._state = _State.FAILED
+        logger.error("wal failed, refusing further writes reason=%r", self._failure)
+
+
+def _creation_interrupted(directory: str, listing: Listing) -> bool:
+    """Whether the directory is a fresh store whose creation crashed before its manifest.
+
+    Creation writes ``wal-0`` (header only) and then the manifest, so no manifest, no snapshot
+    and nothing but a header-sized-or-smaller segment 0 means no record was ever written.
+    """
+    if listing.manifest or listing.snapshots or set(listing.segments) - {0}:
+        return False
+    if 0 not in listing.segments:
+        return True  # only temporaries
+    size = os.stat(os.path.join(directory, segment_name(0))).st_size
+    return size <= FILE_HEADER_SIZE
+
+
+def open_log(
+    data_dir: str | os.PathLike[str],
+    *,
+    checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+) -> tuple[DurableLog, Iterator[bytes]]:
+    """Open the log in ``data_dir`` and return it with the replay of its records.
+
+    Apply every yielded payload, in order, before the first ``append``. ``CorruptionError`` can
+    come from this call (manifest) or from the iteration (records).
+    """
+    log = DurableLog.open(data_dir, checkpoint_bytes=checkpoint_bytes, segment_bytes=segment_bytes)
+    return log, log.replay()

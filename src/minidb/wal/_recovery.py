@@ -1,0 +1,161 @@
+"""Reading a data directory back: the manifest, its snapshot, then the chain of segments.
+
+This module applies the replay rules of ``docs/wal-format.md`` and never writes: ``DurableLog``
+uses it to replay and then cuts the torn tail it reports; ``minidb wal check`` and ``minidb wal
+dump`` use it to inspect a directory, even one a server has open. Every ``Malformed`` from the
+pure decoders is translated here, the one place, into ``CorruptionError`` with path and offset.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator, Iterator
+from dataclasses import dataclass
+
+from minidb.errors import CorruptionError
+from minidb.wal._checkpoint import snapshot_records
+from minidb.wal._files import MANIFEST_NAME, Listing, list_dir, mapped, segment_name, snapshot_name
+from minidb.wal._format import Malformed
+from minidb.wal._manifest import Manifest, decode_manifest
+from minidb.wal._reader import Record, segment_records
+
+
+@dataclass
+class FileReport:
+    """What reading one file found: its size, how far it is good, and the first problem."""
+
+    name: str
+    size: int
+    good_offset: int = 0
+    records: int = 0
+    problem: str | None = None
+    problem_offset: int | None = None
+    torn: bool = False  # the problem is a torn tail that opening the log cuts off
+
+
+@dataclass(frozen=True)
+class Tail:
+    """Where appending resumes: the newest segment, cut to its last good record."""
+
+    base: int
+    good_offset: int  # 0 when the segment's header itself was torn
+    next_number: int
+    torn: FileReport | None  # set when bytes past good_offset are a torn tail to cut
+
+
+class Recovery:
+    """One read of a data directory; ``records()`` yields the live log, snapshot first."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.listing: Listing = list_dir(directory)
+        self.reports: list[FileReport] = []
+        self.manifest: Manifest | None = None
+        self.tail: Tail | None = None
+        self.log_bytes = 0  # bytes of live segments, i.e. of log since the last checkpoint
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    def _corrupt(self, report: FileReport, exc: Malformed) -> CorruptionError:
+        report.problem, report.problem_offset = exc.reason, exc.offset
+        return CorruptionError(
+            f"{report.name}: offset {exc.offset}: {exc.reason}",
+            path=self._path(report.name),
+            offset=exc.offset,
+        )
+
+    def read_manifest(self) -> Manifest:
+        """Decode ``MANIFEST``; a missing or damaged one is ``CorruptionError``."""
+        report = FileReport(MANIFEST_NAME, 0)
+        self.reports.append(report)
+        path = self._path(MANIFEST_NAME)
+        if not self.listing.manifest:
+            report.problem, report.problem_offset = "missing", 0
+            raise CorruptionError(f"{MANIFEST_NAME} is missing", path=path, offset=0)
+        with mapped(path) as buf:
+            report.size = len(buf)
+            try:
+                self.manifest = decode_manifest(buf)
+            except Malformed as exc:
+                raise self._corrupt(report, exc) from None
+        report.good_offset, report.records = report.size, 1
+        return self.manifest
+
+    def stale_files(self) -> list[str]:
+        """Files the manifest no longer refers to: leftovers of a checkpoint or a crash."""
+        assert self.manifest is not None, "read_manifest() first"
+        keep = self.manifest.snapshot
+        stale = [n for base, n in self.listing.snapshots.items() if base != keep]
+        stale += [n for base, n in self.listing.segments.items() if base < self.manifest.segment]
+        return stale + self.listing.temporaries
+
+    def records(self) -> Iterator[Record]:
+        """Every DATA record of the live log in order; sets ``tail`` when it finishes.
+
+        Raises ``CorruptionError`` where the directory must refuse to start.
+        """
+        manifest = self.manifest if self.manifest is not None else self.read_manifest()
+        if manifest.snapshot is not None:
+            yield from self._snapshot(manifest.snapshot)
+        chain = sorted(base for base in self.listing.segments if base >= manifest.segment)
+        expected = manifest.segment
+        for index, base in enumerate(chain):
+            if base != expected:
+                report = FileReport(segment_name(expected), 0, problem="missing", problem_offset=0)
+                self.reports.append(report)
+                raise CorruptionError(
+                    f"{segment_name(expected)} is missing (next segment is {segment_name(base)})",
+                    path=self._path(segment_name(expected)),
+                    offset=0,
+                )
+            newest = index == len(chain) - 1
+            report = yield from self._segment(base, newest)
+            expected = base + report.records
+        if not chain:
+            name = segment_name(manifest.segment)
+            self.reports.append(FileReport(name, 0, problem="missing", problem_offset=0))
+            raise CorruptionError(f"{name} is missing", path=self._path(name), offset=0)
+
+    def _snapshot(self, base: int) -> Iterator[Record]:
+        name = snapshot_name(base)
+        report = FileReport(name, 0)
+        self.reports.append(report)
+        if base not in self.listing.snapshots:
+            report.problem, report.problem_offset = "missing", 0
+            raise CorruptionError(f"{name} is missing", path=self._path(name), offset=0)
+        with mapped(self._path(name)) as buf:
+            report.size = len(buf)
+            try:
+                for record in snapshot_records(buf, base):
+                    report.records += 1
+                    yield record
+            except Malformed as exc:
+                raise self._corrupt(report, exc) from None
+        report.good_offset = report.size
+
+    def _segment(self, base: int, newest: bool) -> Generator[Record, None, FileReport]:
+        # A generator that returns its report when done (``yield from`` hands it back).
+        name = segment_name(base)
+        report = FileReport(name, 0)
+        self.reports.append(report)
+        with mapped(self._path(name)) as buf:
+            report.size = len(buf)
+            reader = None
+            try:
+                reader, records = segment_records(buf, base)
+                for record in records:
+                    report.records += 1
+                    report.good_offset = reader.good_offset
+                    yield record
+            except Malformed as exc:
+                if not (newest and exc.torn):
+                    raise self._corrupt(report, exc) from None
+                report.problem, report.problem_offset, report.torn = exc.reason, exc.offset, True
+            good = reader.good_offset if reader is not None else 0
+            report.good_offset = good
+        self.log_bytes += report.good_offset
+        if newest:
+            torn = report if report.torn else None
+            self.tail = Tail(base, report.good_offset, base + report.records, torn)
+        return report
