@@ -19,9 +19,9 @@ def snapshot_chunks(base: int, records: Iterable[bytes]) -> Iterator[bytes]:
     yield encode_header(FileKind.SNAPSHOT, base)
     count = 0
     for payload in records:
-        yield encode_record(base + count, payload)
+        yield encode_record(count, payload)  # numbered from 0, like every closed file
         count += 1
-    yield encode_end(base + count, count)
+    yield encode_end(count, count)
 
 
 def snapshot_records(buf: bytes, base: int) -> Iterator[Record]:

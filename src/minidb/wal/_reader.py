@@ -143,7 +143,8 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
             raise Malformed(
                 f"header base {header.base} does not match the file name's {base}", offset=0
             )
-        reader = RecordReader(buf, header.base)
+        # Records of a closed file are numbered from 0: only segments continue the log's count.
+        reader = RecordReader(buf, 0)
         for record in reader:
             if record.type is RecordType.END:
                 try:
