@@ -1,4 +1,18 @@
-"""minidb.runtime: Tokio's timer ideas in asyncio (placeholder until the wheel loop lands)."""
+"""minidb.runtime: Tokio's timer ideas in asyncio.
+
+- ``TimerWheel``: a hierarchical timer wheel (6 levels x 64 slots, O(1) insert/cancel/reset),
+  a pure data structure.
+- ``WheelEventLoop``: a drop-in asyncio event loop whose timers live on the wheel, with
+  ``loop.reschedule(handle, when)`` to move an armed timer in place.
+- ``timeout()`` / ``timeout_at()``: ``asyncio.timeout`` whose ``reschedule()`` uses it.
+- ``run()``, ``new_event_loop()``, ``EventLoopPolicy``: ways to switch a program over::
+
+      minidb.runtime.run(main())                                       # like asyncio.run
+      asyncio.run(main(), loop_factory=minidb.runtime.new_event_loop)  # 3.12+
+      with asyncio.Runner(loop_factory=minidb.runtime.new_event_loop) as r: r.run(main())
+
+This package imports nothing else of minidb, so any asyncio program can use it alone.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +20,33 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from minidb.runtime._loop import (
+    EventLoopPolicy,
+    WheelEventLoop,
+    WheelTimerHandle,
+    new_event_loop,
+)
+from minidb.runtime._timeout import Timeout, timeout, timeout_at
+from minidb.runtime._wheel import TimerWheel, WheelEntry, WheelStatistics
+
+__all__ = [
+    "EventLoopPolicy",
+    "TimerWheel",
+    "Timeout",
+    "WheelEntry",
+    "WheelEventLoop",
+    "WheelStatistics",
+    "WheelTimerHandle",
+    "new_event_loop",
+    "run",
+    "timeout",
+    "timeout_at",
+]
+
 T = TypeVar("T")
 
 
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    return asyncio.new_event_loop()
-
-
 def run(main: Coroutine[Any, Any, T], *, debug: bool | None = None) -> T:
+    """Run ``main`` on a new ``WheelEventLoop`` and close it, like ``asyncio.run``."""
     with asyncio.Runner(debug=debug, loop_factory=new_event_loop) as runner:
         return runner.run(main)
