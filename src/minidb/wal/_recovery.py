@@ -65,15 +65,19 @@ class Recovery:
             offset=exc.offset,
         )
 
+    def _missing(self, name: str, detail: str = "") -> CorruptionError:
+        self.reports.append(FileReport(name, 0, problem="missing", problem_offset=0))
+        return CorruptionError(
+            f"{name}: offset 0: missing{detail}", path=self._path(name), offset=0
+        )
+
     def read_manifest(self) -> Manifest:
         """Decode ``MANIFEST``; a missing or damaged one is ``CorruptionError``."""
+        if not self.listing.manifest:
+            raise self._missing(MANIFEST_NAME)
         report = FileReport(MANIFEST_NAME, 0)
         self.reports.append(report)
-        path = self._path(MANIFEST_NAME)
-        if not self.listing.manifest:
-            report.problem, report.problem_offset = "missing", 0
-            raise CorruptionError(f"{MANIFEST_NAME} is missing", path=path, offset=0)
-        with mapped(path) as buf:
+        with mapped(self._path(MANIFEST_NAME)) as buf:
             report.size = len(buf)
             try:
                 self.manifest = decode_manifest(buf)
@@ -102,28 +106,21 @@ class Recovery:
         expected = manifest.segment
         for index, base in enumerate(chain):
             if base != expected:
-                report = FileReport(segment_name(expected), 0, problem="missing", problem_offset=0)
-                self.reports.append(report)
-                raise CorruptionError(
-                    f"{segment_name(expected)} is missing (next segment is {segment_name(base)})",
-                    path=self._path(segment_name(expected)),
-                    offset=0,
+                raise self._missing(
+                    segment_name(expected), f" (the next segment is {segment_name(base)})"
                 )
             newest = index == len(chain) - 1
             report = yield from self._segment(base, newest)
             expected = base + report.records
         if not chain:
-            name = segment_name(manifest.segment)
-            self.reports.append(FileReport(name, 0, problem="missing", problem_offset=0))
-            raise CorruptionError(f"{name} is missing", path=self._path(name), offset=0)
+            raise self._missing(segment_name(manifest.segment))
 
     def _snapshot(self, base: int) -> Iterator[Record]:
         name = snapshot_name(base)
+        if base not in self.listing.snapshots:
+            raise self._missing(name)
         report = FileReport(name, 0)
         self.reports.append(report)
-        if base not in self.listing.snapshots:
-            report.problem, report.problem_offset = "missing", 0
-            raise CorruptionError(f"{name} is missing", path=self._path(name), offset=0)
         with mapped(self._path(name)) as buf:
             report.size = len(buf)
             try:

@@ -1,0 +1,122 @@
+"""Torn versus damaged: how the reader judges a file that ends badly, and fuzzing it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minidb.wal._format import FileKind, Malformed, encode_end, encode_header, encode_record
+from minidb.wal._reader import RecordReader, closed_records, segment_records
+
+PAYLOADS = [b"SET b k1 one", b"SET b k2 two", b"DEL b k1"]
+
+
+def _segment(payloads: list[bytes] = PAYLOADS) -> bytes:
+    return encode_header(FileKind.SEGMENT, 0) + b"".join(
+        encode_record(i, p) for i, p in enumerate(payloads)
+    )
+
+
+def _read(buf: bytes) -> tuple[list[bytes], Malformed | None, int]:
+    reader, records = segment_records(buf, 0)
+    got: list[bytes] = []
+    try:
+        for record in records:
+            got.append(record.payload)
+    except Malformed as exc:
+        return got, exc, reader.good_offset
+    return got, None, reader.good_offset
+
+
+def test_reader_reads_a_clean_segment() -> None:
+    """A segment written whole yields every record and no problem."""
+    got, problem, good = _read(_segment())
+    assert got == PAYLOADS and problem is None and good == len(_segment())
+
+
+@pytest.mark.parametrize("cut", range(1, 9 + len(PAYLOADS[-1])))
+def test_reader_reports_every_cut_inside_the_last_record_as_torn(cut: int) -> None:
+    """Cutting the file anywhere inside the last record is a torn tail at that record."""
+    full = _segment()
+    last = len(_segment(PAYLOADS[:-1]))
+    got, problem, good = _read(full[: last + cut])
+    assert got == PAYLOADS[:-1]
+    assert problem is not None and problem.torn and problem.offset == last == good
+
+
+def test_reader_reports_a_zero_filled_tail_as_torn() -> None:
+    """Zeros after the last record (a file extended before a crash) are torn, not damage."""
+    got, problem, _ = _read(_segment() + bytes(100))
+    assert got == PAYLOADS and problem is not None and problem.torn
+
+
+def test_reader_reports_an_out_of_range_length_as_damage() -> None:
+    """A length the writer could never produce is damage even at the very end."""
+    got, problem, _ = _read(_segment() + b"\xff\xff\xff\xff\x00")
+    assert got == PAYLOADS and problem is not None and not problem.torn
+
+
+def test_reader_reports_an_unknown_type_as_damage() -> None:
+    """Type bytes other than DATA and END are damage."""
+    raw = bytearray(_segment())
+    raw[20 + 8] = 9
+    _, problem, _ = _read(bytes(raw))
+    assert problem is not None and not problem.torn and problem.offset == 20
+
+
+def test_reader_refuses_an_end_record_in_a_segment() -> None:
+    """Segments end where their bytes end; an END record in one is damage."""
+    _, problem, _ = _read(_segment() + encode_end(3, 3))
+    assert problem is not None and not problem.torn
+
+
+def test_closed_records_require_an_end_record() -> None:
+    """A snapshot cut exactly at a record boundary is still incomplete, and never torn."""
+    buf = encode_header(FileKind.SNAPSHOT, 4) + encode_record(0, b"SET b k v")
+    with pytest.raises(Malformed, match="no END") as info:
+        list(closed_records(buf, FileKind.SNAPSHOT, 4))
+    assert not info.value.torn
+
+
+def test_closed_records_refuse_bytes_after_end() -> None:
+    """Nothing may follow the END record of a closed file."""
+    buf = encode_header(FileKind.SNAPSHOT, 0) + encode_end(0, 0) + b"x"
+    with pytest.raises(Malformed, match="after the END"):
+        list(closed_records(buf, FileKind.SNAPSHOT, 0))
+
+
+@given(st.binary(max_size=400))
+def test_reader_random_bytes_yield_records_or_a_clean_error(tail: bytes) -> None:
+    """Random bytes after a valid header never crash the reader: records, or ``Malformed``."""
+    buf = encode_header(FileKind.SEGMENT, 0) + tail
+    reader = RecordReader(buf, 0)
+    try:
+        for _ in reader:
+            pass
+    except Malformed as exc:
+        assert exc.offset == reader.good_offset
+    assert 20 <= reader.good_offset <= len(buf)
+
+
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=2))
+def test_reader_random_bytes_in_any_file_kind_give_a_clean_error(raw: bytes, which: int) -> None:
+    """Random bytes given as a whole file of any kind only ever raise ``Malformed``."""
+    kind = (FileKind.SEGMENT, FileKind.SNAPSHOT, FileKind.MANIFEST)[which]
+    try:
+        if kind is FileKind.SEGMENT:
+            list(segment_records(raw, 0)[1])
+        else:
+            list(closed_records(raw, kind))
+    except Malformed:
+        pass
+
+
+@given(st.data())
+def test_reader_mutated_segment_never_yields_a_changed_record(data: st.DataObject) -> None:
+    """After any single-byte change, every record the reader yields is one that was written."""
+    buf = bytearray(_segment())
+    pos = data.draw(st.integers(min_value=20, max_value=len(buf) - 1))
+    buf[pos] ^= data.draw(st.integers(min_value=1, max_value=255))
+    got, _, _ = _read(bytes(buf))
+    assert got == PAYLOADS[: len(got)]

@@ -1,0 +1,207 @@
+"""Replay of a damaged data directory: one named test per corruption case of the format spec.
+
+A torn tail of the newest segment is cut and the log stays appendable; every other problem
+refuses to open with ``CorruptionError`` naming the file and the byte offset.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import pytest
+
+from minidb.errors import CorruptionError
+from minidb.wal import open_log
+from minidb.wal._format import RECORD_HEADER_SIZE
+
+from .conftest import RECORDS, flip, patch, record_offsets, replay_all, segments, write_log
+
+LAST = record_offsets(RECORDS)[-1]
+MIDDLE = record_offsets(RECORDS)[2]
+
+
+def _expect_corruption(data_dir: pathlib.Path, name: str, offset: int) -> CorruptionError:
+    with pytest.raises(CorruptionError) as info:
+        log, replay = open_log(data_dir)
+        try:
+            list(replay)
+        finally:
+            log.close()
+    err = info.value
+    assert err.path is not None and os.path.basename(err.path) == name, err
+    assert err.offset == offset, err
+    assert name in str(err) and f"offset {offset}" in str(err)
+    return err
+
+
+def _expect_torn_cut(data_dir: pathlib.Path, cut_at: int) -> None:
+    """Replay drops only the last record, cuts the file there, and the log stays appendable."""
+    segment = segments(data_dir)[-1]
+    log, got = replay_all(data_dir)
+    assert got == RECORDS[:-1]
+    assert log.torn_tail is not None and log.torn_tail.good_offset == cut_at
+    assert os.path.getsize(segment) == cut_at
+    log.append(b"SET users after cut")
+    log.sync()
+    log.close()
+    log, got = replay_all(data_dir)
+    log.close()
+    assert got == [*RECORDS[:-1], b"SET users after cut"]
+
+
+def test_recovery_torn_header_is_cut(five_records: pathlib.Path) -> None:
+    """A last record cut inside its 9-byte header is a torn tail."""
+    os.truncate(segments(five_records)[0], LAST + 5)
+    _expect_torn_cut(five_records, LAST)
+
+
+def test_recovery_torn_payload_is_cut(five_records: pathlib.Path) -> None:
+    """A last record cut inside its payload is a torn tail."""
+    os.truncate(segments(five_records)[0], LAST + RECORD_HEADER_SIZE + 3)
+    _expect_torn_cut(five_records, LAST)
+
+
+def test_recovery_bad_checksum_in_last_record_is_cut(five_records: pathlib.Path) -> None:
+    """A complete last record failing its checksum is what an interrupted write leaves."""
+    flip(segments(five_records)[0], LAST + RECORD_HEADER_SIZE + 1)
+    _expect_torn_cut(five_records, LAST)
+
+
+def test_recovery_zero_filled_tail_is_cut(five_records: pathlib.Path) -> None:
+    """Zeros after the last good record are torn, whatever their length."""
+    segment = segments(five_records)[0]
+    with open(segment, "ab") as f:
+        f.write(bytes(4096))
+    log, got = replay_all(five_records)
+    log.close()
+    assert got == RECORDS
+    assert log.statistics().torn_bytes_cut == 4096
+
+
+def test_recovery_bad_checksum_mid_file_refuses(five_records: pathlib.Path) -> None:
+    """A record failing its checksum with good records after it is corruption."""
+    flip(segments(five_records)[0], MIDDLE + RECORD_HEADER_SIZE + 2)
+    err = _expect_corruption(five_records, segments(five_records)[0].name, MIDDLE)
+    assert "checksum" in str(err)
+
+
+def test_recovery_bad_length_refuses(five_records: pathlib.Path) -> None:
+    """A length field out of range is damage, in the middle or in the last record."""
+    patch(segments(five_records)[0], MIDDLE, b"\xff\xff\xff\x7f")
+    err = _expect_corruption(five_records, segments(five_records)[0].name, MIDDLE)
+    assert "length" in str(err)
+
+
+def test_recovery_bad_length_in_last_record_refuses(five_records: pathlib.Path) -> None:
+    """Even at the tail, a length the writer cannot produce is not mistaken for a torn write."""
+    patch(segments(five_records)[0], LAST, b"\x00\x00\x10\x00")
+    _expect_corruption(five_records, segments(five_records)[0].name, LAST)
+
+
+def test_recovery_garbage_after_valid_tail_refuses(five_records: pathlib.Path) -> None:
+    """Non-zero bytes after the last record that cannot start a record are corruption."""
+    segment = segments(five_records)[0]
+    end = os.path.getsize(segment)
+    with open(segment, "ab") as f:
+        f.write(b"\xde\xad\xbe\xef" * 8)
+    _expect_corruption(five_records, segment.name, end)
+
+
+def test_recovery_torn_tail_in_older_segment_refuses(data_dir: pathlib.Path) -> None:
+    """Only the newest segment may be torn: a cut older one lost acknowledged records."""
+    write_log(data_dir, RECORDS, segment_bytes=60)
+    first = segments(data_dir)[0]
+    assert len(segments(data_dir)) >= 2
+    os.truncate(first, os.path.getsize(first) - 3)
+    with pytest.raises(CorruptionError) as info:
+        replay_all(data_dir)
+    assert info.value.path is not None and info.value.path.endswith(first.name)
+
+
+def test_recovery_missing_segment_refuses(data_dir: pathlib.Path) -> None:
+    """A gap in the segment numbers is a missing segment, named in the error."""
+    write_log(data_dir, RECORDS, segment_bytes=60)
+    files = segments(data_dir)
+    assert len(files) >= 3
+    files[1].unlink()
+    err = _expect_corruption(data_dir, files[1].name, 0)
+    assert "missing" in str(err)
+
+
+def test_recovery_missing_first_segment_refuses(data_dir: pathlib.Path) -> None:
+    """The segment the manifest names must exist."""
+    write_log(data_dir, RECORDS)
+    segments(data_dir)[0].unlink()
+    _expect_corruption(data_dir, "wal-0000000000000000.log", 0)
+
+
+def _checkpointed(data_dir: pathlib.Path) -> pathlib.Path:
+    log, _ = replay_all(data_dir) if data_dir.exists() else open_log(data_dir)
+    for record in RECORDS:
+        log.append(record)
+    log.sync()
+    log.checkpoint([b"SET users a 1", b"SET users b 2"])
+    log.append(b"DEL users a")
+    log.sync()
+    log.close()
+    (snapshot,) = data_dir.glob("snapshot-*.snap")
+    return snapshot
+
+
+def test_recovery_corrupt_snapshot_refuses(data_dir: pathlib.Path) -> None:
+    """A flipped byte in the snapshot refuses to start: a snapshot is never partly trusted."""
+    snapshot = _checkpointed(data_dir)
+    flip(snapshot, 20 + RECORD_HEADER_SIZE + 4)
+    _expect_corruption(data_dir, snapshot.name, 20)
+
+
+def test_recovery_truncated_snapshot_refuses(data_dir: pathlib.Path) -> None:
+    """A snapshot without its END record is incomplete even if it ends on a record boundary."""
+    snapshot = _checkpointed(data_dir)
+    end_record = RECORD_HEADER_SIZE + 8
+    os.truncate(snapshot, os.path.getsize(snapshot) - end_record)
+    err = _expect_corruption(data_dir, snapshot.name, os.path.getsize(snapshot))
+    assert "END" in str(err)
+
+
+def test_recovery_corrupt_manifest_refuses(data_dir: pathlib.Path) -> None:
+    """A damaged manifest refuses at open, before any record is read."""
+    _checkpointed(data_dir)
+    flip(data_dir / "MANIFEST", 40)
+    with pytest.raises(CorruptionError) as info:
+        open_log(data_dir)
+    assert info.value.path is not None and info.value.path.endswith("MANIFEST")
+    assert info.value.offset is not None
+
+
+def test_recovery_missing_manifest_refuses(five_records: pathlib.Path) -> None:
+    """Segments without a manifest are not mistaken for a fresh store."""
+    (five_records / "MANIFEST").unlink()
+    with pytest.raises(CorruptionError, match="MANIFEST"):
+        open_log(five_records)
+
+
+def test_recovery_interrupted_creation_is_a_fresh_store(data_dir: pathlib.Path) -> None:
+    """A directory holding only an empty first segment (no manifest yet) starts fresh."""
+    write_log(data_dir, [])
+    (data_dir / "MANIFEST").unlink()
+    log, got = replay_all(data_dir)
+    log.append(b"SET b k v")
+    log.sync()
+    log.close()
+    assert got == []
+    assert replay_all(data_dir)[1] == [b"SET b k v"]
+
+
+def test_recovery_torn_segment_header_is_recreated(data_dir: pathlib.Path) -> None:
+    """A newest segment cut inside its header (crash while rolling) is written again."""
+    write_log(data_dir, RECORDS, segment_bytes=60)
+    newest = segments(data_dir)[-1]
+    os.truncate(newest, 7)
+    log, got = replay_all(data_dir)
+    log.append(b"SET b after roll")
+    log.sync()
+    log.close()
+    assert got == RECORDS[:-1]
+    assert replay_all(data_dir)[1] == [*RECORDS[:-1], b"SET b after roll"]
