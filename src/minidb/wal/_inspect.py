@@ -74,9 +74,7 @@ def check(data_dir: str, out: TextIO, err: TextIO) -> int:
     for line in _unchecked(recovery):
         out.write(line + "\n")
     if failure is not None:
-        err.write(
-            f"minidb wal check: corrupt: {failure.path} at offset {failure.offset}: {failure}\n"
-        )
+        err.write(f"minidb wal check: corrupt: {failure}\n")
         return EXIT_CORRUPT
     torn = recovery.tail.torn if recovery.tail is not None else None
     note = f"; a torn tail of {torn.size - torn.good_offset} bytes is cut on open" if torn else ""
@@ -102,6 +100,6 @@ def dump(data_dir: str, out: TextIO, err: TextIO, *, numbers: bool = False) -> i
             text = record.payload.decode("utf-8", errors="backslashreplace")
             out.write(f"{record.number} {text}\n" if numbers else f"{text}\n")
     except CorruptionError as exc:
-        err.write(f"minidb wal dump: corrupt: {exc.path} at offset {exc.offset}: {exc}\n")
+        err.write(f"minidb wal dump: corrupt: {exc}\n")
         return EXIT_CORRUPT
     return EXIT_OK

@@ -58,7 +58,9 @@ class Recovery:
         return os.path.join(self.directory, name)
 
     def _corrupt(self, report: FileReport, exc: Malformed) -> CorruptionError:
+        # Everything before the first bad record checked out (closed files included).
         report.problem, report.problem_offset = exc.reason, exc.offset
+        report.good_offset = exc.offset
         return CorruptionError(
             f"{report.name}: offset {exc.offset}: {exc.reason}",
             path=self._path(report.name),
@@ -143,7 +145,6 @@ class Recovery:
                 reader, records = segment_records(buf, base)
                 for record in records:
                     report.records += 1
-                    report.good_offset = reader.good_offset
                     yield record
             except Malformed as exc:
                 if not (newest and exc.torn):

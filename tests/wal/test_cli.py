@@ -1,0 +1,81 @@
+"""``minidb wal check`` and ``minidb wal dump`` as a user runs them (subprocess, exit status)."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+
+from .conftest import RECORDS, flip, record_offsets, segments, write_log
+
+
+def _minidb(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "minidb", *args], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_cli_wal_check_reports_each_file_and_exits_0(five_records: pathlib.Path) -> None:
+    """A healthy directory: one line per file with size and ok_up_to, exit status 0."""
+    out = _minidb("wal", "check", "--data-dir", str(five_records))
+    assert out.returncode == 0, out.stderr
+    segment = segments(five_records)[0]
+    size = segment.stat().st_size
+    line = next(x for x in out.stdout.splitlines() if x.startswith(segment.name))
+    assert f"size={size} " in line and f"ok_up_to={size} " in line and line.endswith("ok")
+    assert any(x.startswith("MANIFEST") for x in out.stdout.splitlines())
+    assert out.stdout.splitlines()[-1].endswith("ok, 5 records")
+
+
+def test_cli_wal_check_names_file_and_offset_of_corruption(five_records: pathlib.Path) -> None:
+    """Mid-file damage: exit status 1, and stderr names the file and the byte offset."""
+    middle = record_offsets(RECORDS)[2]
+    segment = segments(five_records)[0]
+    flip(segment, middle + 12)
+    out = _minidb("wal", "check", "--data-dir", str(five_records))
+    assert out.returncode == 1
+    assert segment.name in out.stderr and f"offset {middle}" in out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith(segment.name))
+    assert f"ok_up_to={middle} " in line and "CORRUPT" in line
+
+
+def test_cli_wal_check_accepts_a_torn_tail(five_records: pathlib.Path) -> None:
+    """A torn tail is reported with its offset but is not an error: opening would cut it."""
+    segment = segments(five_records)[0]
+    last = record_offsets(RECORDS)[-1]
+    with open(segment, "r+b") as f:
+        f.truncate(last + 4)
+    out = _minidb("wal", "check", "--data-dir", str(five_records))
+    assert out.returncode == 0, out.stderr
+    assert f"torn tail at offset {last}" in out.stdout
+    assert segment.stat().st_size == last + 4  # check never modifies anything
+
+
+def test_cli_wal_check_refuses_a_missing_dir(tmp_path: pathlib.Path) -> None:
+    """A directory that does not exist is an error, not an empty store."""
+    out = _minidb("wal", "check", "--data-dir", str(tmp_path / "nope"))
+    assert out.returncode == 1 and "no such directory" in out.stderr
+
+
+def test_cli_wal_dump_prints_records_like_a_transcript(data_dir: pathlib.Path) -> None:
+    """Dump prints each record's request line, snapshot first, files marked with comments."""
+    write_log(data_dir, [b"SET users alice hello world", b"DEL users bob"])
+    out = _minidb("wal", "dump", "--data-dir", str(data_dir))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "# wal-0000000000000000.log",
+        "SET users alice hello world",
+        "DEL users bob",
+    ]
+    numbered = _minidb("wal", "dump", "--numbers", "--data-dir", str(data_dir))
+    assert numbered.stdout.splitlines()[1:] == ["0 SET users alice hello world", "1 DEL users bob"]
+
+
+def test_cli_wal_dump_exits_1_on_corruption(five_records: pathlib.Path) -> None:
+    """Dump prints the good records before the damage, then fails naming the file and offset."""
+    middle = record_offsets(RECORDS)[2]
+    flip(segments(five_records)[0], middle + 12)
+    out = _minidb("wal", "dump", "--data-dir", str(five_records))
+    assert out.returncode == 1
+    assert out.stdout.splitlines()[1:] == [r.decode() for r in RECORDS[:2]]
+    assert f"offset {middle}" in out.stderr

@@ -1,0 +1,285 @@
+"""``DurableLog``: fresh stores, group commit counters, checkpoints, fail-stop, a real full disk."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import pathlib
+import shutil
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from minidb import _failpoints
+from minidb.errors import WalError
+from minidb.wal import DurableLog, open_log
+from minidb.wal import _durable as durable_module
+
+from .conftest import RECORDS, replay_all, segments, write_log
+
+
+def _failpoints_set(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
+    monkeypatch.setattr(_failpoints, "ACTIVE", _failpoints.parse(spec))
+
+
+def test_open_log_creates_a_missing_dir_as_a_fresh_store(data_dir: pathlib.Path) -> None:
+    """A data dir that does not exist is created, with a manifest and a first segment."""
+    log, replay = open_log(data_dir)
+    assert list(replay) == []
+    log.close()
+    assert sorted(os.listdir(data_dir)) == ["LOCK", "MANIFEST", "wal-0000000000000000.log"]
+
+
+def test_open_log_treats_a_dir_of_foreign_files_as_fresh(data_dir: pathlib.Path) -> None:
+    """Files that are not minidb's (a mount point's lost+found) do not make a store."""
+    (data_dir / "lost+found").mkdir(parents=True)
+    log, replay = open_log(data_dir)
+    assert list(replay) == []
+    log.close()
+
+
+def test_open_log_replays_what_was_synced(data_dir: pathlib.Path) -> None:
+    """Records synced before close come back, in order, on the next open."""
+    write_log(data_dir, RECORDS)
+    log, got = replay_all(data_dir)
+    log.close()
+    assert got == RECORDS
+    assert log.statistics().replayed == len(RECORDS)
+
+
+def test_durable_log_append_counts_appends_and_syncs_separately(data_dir: pathlib.Path) -> None:
+    """Sixteen appends and one sync are sixteen appends and one sync (group commit)."""
+    log, _ = replay_all(data_dir)
+    for i in range(16):
+        log.append(f"SET b k{i} v".encode())
+    log.sync()
+    log.sync()  # nothing pending: no fsync, not counted
+    stats = log.statistics()
+    log.close()
+    assert (stats.appends, stats.syncs) == (16, 1)
+    assert stats.bytes == sum(9 + len(f"SET b k{i} v") for i in range(16))
+
+
+def test_durable_log_close_drops_unsynced_records(data_dir: pathlib.Path) -> None:
+    """A record that was appended but never synced was never acknowledged and is not kept."""
+    log, _ = replay_all(data_dir)
+    log.append(b"SET b synced 1")
+    log.sync()
+    log.append(b"SET b unsynced 2")
+    log.close()
+    assert replay_all(data_dir)[1] == [b"SET b synced 1"]
+
+
+def test_durable_log_refuses_appends_before_replay_finishes(five_records: pathlib.Path) -> None:
+    """The log is appendable only after its replay has been consumed."""
+    log, replay = open_log(five_records)
+    next(replay)
+    with pytest.raises(WalError, match="replaying"):
+        log.append(b"SET b k v")
+    log.close()
+
+
+def test_durable_log_refuses_a_second_opener(data_dir: pathlib.Path) -> None:
+    """Two logs on one directory would interleave records; the second open is refused."""
+    log, _ = replay_all(data_dir)
+    with pytest.raises(WalError, match="in use"):
+        open_log(data_dir)
+    log.close()
+    replay_all(data_dir)[0].close()
+
+
+def test_durable_log_rolls_segments_and_replays_across_them(data_dir: pathlib.Path) -> None:
+    """Past ``segment_bytes`` a new segment starts; replay reads them all in order."""
+    records = [f"SET b k{i} {'x' * 40}".encode() for i in range(50)]
+    write_log(data_dir, records, segment_bytes=300)
+    assert len(segments(data_dir)) > 5
+    assert replay_all(data_dir)[1] == records
+
+
+def test_durable_log_wants_checkpoint_after_checkpoint_bytes(data_dir: pathlib.Path) -> None:
+    """``wants_checkpoint`` turns true once that much log was written, false after one."""
+    log, _ = open_log(data_dir, checkpoint_bytes=500)
+    assert not log.wants_checkpoint()
+    while not log.wants_checkpoint():
+        log.append(b"SET b k " + b"v" * 50)
+        log.sync()
+    assert log.statistics().log_bytes >= 500
+    log.checkpoint([b"SET b k " + b"v" * 50])
+    assert not log.wants_checkpoint()
+    log.close()
+
+
+def test_durable_log_replays_checkpoint_then_later_writes(data_dir: pathlib.Path) -> None:
+    """After a checkpoint and more writes, replay is the snapshot and then the newer records."""
+    log, _ = open_log(data_dir, segment_bytes=200)
+    for record in RECORDS:
+        log.append(record)
+    log.sync()
+    snapshot = [b"SET users u0 value 0", b"SET users u1 value 1"]
+    log.checkpoint(snapshot)
+    log.append(b"DEL users u0")
+    log.append(b"SET users u9 nine")
+    log.sync()
+    log.close()
+    names = sorted(os.listdir(data_dir))
+    assert [n for n in names if n.startswith("snapshot-")] == ["snapshot-0000000000000005.snap"]
+    assert [n for n in names if n.startswith("wal-")] == ["wal-0000000000000005.log"]
+    assert replay_all(data_dir)[1] == [*snapshot, b"DEL users u0", b"SET users u9 nine"]
+
+
+def test_durable_log_second_checkpoint_removes_the_first(data_dir: pathlib.Path) -> None:
+    """Each checkpoint deletes the segments and the snapshot it supersedes."""
+    log, _ = open_log(data_dir)
+    for round_ in range(3):
+        log.append(f"SET b k {round_}".encode())
+        log.sync()
+        log.checkpoint([f"SET b k {round_}".encode()])
+    log.checkpoint([b"SET b k 2"])  # nothing new since: same position, replaced in place
+    log.close()
+    names = sorted(n for n in os.listdir(data_dir) if n != "LOCK")
+    assert names == ["MANIFEST", "snapshot-0000000000000003.snap", "wal-0000000000000003.log"]
+    assert replay_all(data_dir)[1] == [b"SET b k 2"]
+
+
+def test_durable_log_restart_cost_follows_live_data_not_history(data_dir: pathlib.Path) -> None:
+    """5,000 writes to 100 keys with checkpoints replay a few hundred records, not 5,000."""
+    log, _ = open_log(data_dir, checkpoint_bytes=4 * 1024)
+    state: dict[str, str] = {}
+    for i in range(5_000):
+        key, value = f"k{i % 100}", f"v{i}"
+        log.append(f"SET b {key} {value}".encode())
+        state[key] = value
+        if i % 100 == 99:
+            log.sync()
+            if log.wants_checkpoint():
+                log.checkpoint(f"SET b {k} {v}".encode() for k, v in state.items())
+    log.sync()
+    log.close()
+    log, got = replay_all(data_dir)
+    log.close()
+    assert len(got) < 100 + 4 * 1024 // 9 + 100
+    replayed: dict[str, str] = {}
+    for payload in got:
+        _, _, key, value = payload.decode().split(" ", 3)
+        replayed[key] = value
+    assert replayed == state
+
+
+def test_durable_log_crash_before_manifest_switch_keeps_the_old_chain(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint that dies before the manifest rename leaves a directory that replays whole."""
+    write_log(data_dir, RECORDS)
+    log, _ = replay_all(data_dir)
+    log.append(b"SET users late 1")
+    log.sync()
+    real = durable_module.write_atomically
+
+    def fail_on_manifest(directory: str, name: str, chunks: Iterator[bytes]) -> int:
+        if name == "MANIFEST":
+            raise OSError(errno.EIO, "injected")
+        return real(directory, name, chunks)
+
+    monkeypatch.setattr(durable_module, "write_atomically", fail_on_manifest)
+    with pytest.raises(OSError):
+        log.checkpoint([b"SET users only 1"])
+    log.close()
+    monkeypatch.undo()
+    log, got = replay_all(data_dir)
+    log.close()
+    assert got == [*RECORDS, b"SET users late 1"]
+    assert not list(data_dir.glob("snapshot-*"))  # the unreferenced snapshot was removed
+
+
+def test_durable_log_fails_stop_after_a_sync_error(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an fsync error the log refuses every write, even when the disk would work again."""
+    log, _ = replay_all(data_dir)
+    log.append(b"SET b acked 1")
+    log.sync()
+    _failpoints_set(monkeypatch, "wal.sync=error(ENOSPC)")
+    log.append(b"SET b refused 2")
+    with pytest.raises(OSError) as info:
+        log.sync()
+    assert info.value.errno == errno.ENOSPC
+    monkeypatch.setattr(_failpoints, "ACTIVE", {})  # the disk "recovers": still refused
+    with pytest.raises(WalError, match="disk error"):
+        log.append(b"SET b later 3")
+    with pytest.raises(WalError):
+        log.sync()
+    with pytest.raises(WalError):
+        log.checkpoint([])
+    assert log.statistics().failed and log.failure is not None
+    log.close()
+    got = replay_all(data_dir)[1]
+    # The failed batch was never acknowledged: it may or may not be there. The rest must be.
+    assert got[0] == b"SET b acked 1" and b"SET b later 3" not in got
+
+
+def test_durable_log_fails_stop_after_an_append_error(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wal.append=error(EIO, 2)`` fails the third append and everything after it."""
+    log, _ = replay_all(data_dir)
+    _failpoints_set(monkeypatch, "wal.append=error(EIO, 2)")
+    log.append(b"SET b one 1")
+    log.append(b"SET b two 2")
+    with pytest.raises(OSError) as info:
+        log.append(b"SET b three 3")
+    assert info.value.errno == errno.EIO
+    with pytest.raises(WalError):
+        log.sync()
+    log.close()
+    assert replay_all(data_dir)[1] == []
+
+
+@contextlib.contextmanager
+def _small_tmpfs(path: pathlib.Path, size: str) -> Iterator[pathlib.Path]:
+    path.mkdir()
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+            capture_output=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        pytest.skip(f"cannot mount a tmpfs: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs (needs root): {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], capture_output=True, timeout=10)
+
+
+@pytest.mark.skipif(shutil.which("mount") is None, reason="no mount command")
+def test_durable_log_fails_stop_on_a_really_full_disk(tmp_path: pathlib.Path) -> None:
+    """On a 1 MiB tmpfs the log fills up, fails stop, and replays every acknowledged record."""
+    with _small_tmpfs(tmp_path / "mnt", "1m") as mount:
+        data_dir = mount / "data"
+        log, _ = open_log(data_dir)
+        acked: list[bytes] = []
+        error: OSError | None = None
+        for i in range(10_000):
+            batch = [f"SET b k{i}-{j} {'v' * 4000}".encode() for j in range(4)]
+            for record in batch:
+                log.append(record)
+            try:
+                log.sync()
+            except OSError as exc:
+                error = exc
+                break
+            acked += batch
+        assert error is not None and error.errno == errno.ENOSPC
+        with pytest.raises(WalError):
+            log.append(b"SET b after full")
+        log.close()
+        # Restart on the still-full disk: the partial batch is a torn tail, cut off.
+        log, got = replay_all(data_dir)
+        log.close()
+        assert got[: len(acked)] == acked
+        assert len(got) - len(acked) < 4
+        assert isinstance(log, DurableLog)
