@@ -1,0 +1,101 @@
+"""``minidb serve``: the command-line contract of the server (options, output, exit status)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from minidb.server import _config as defaults
+
+LOOPS = ("minidb", "asyncio")
+"""Event loops ``--loop`` accepts: minidb.runtime's timer-wheel loop, or stock asyncio."""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="run the minidb server", description="Run the minidb server."
+    )
+    parser.add_argument("--host", default=defaults.DEFAULT_HOST, help="address to listen on")
+    parser.add_argument("--port", type=int, default=defaults.DEFAULT_PORT, help="line port")
+    parser.add_argument("--data-dir", default=defaults.DEFAULT_DATA_DIR, help="data directory")
+    parser.add_argument(
+        "--idle-timeout", type=float, default=defaults.DEFAULT_IDLE_TIMEOUT_S, metavar="SECONDS",
+        help="close a connection that sends nothing for this long",
+    )
+    parser.add_argument(
+        "--request-timeout", type=float, default=defaults.DEFAULT_REQUEST_TIMEOUT_S,
+        metavar="SECONDS", help="answer ERR busy to a request not served within this long",
+    )
+    parser.add_argument(
+        "--max-connections", type=int, default=defaults.DEFAULT_MAX_CONNECTIONS, metavar="N",
+        help="serve at most N connections at once; the rest wait in the kernel backlog",
+    )
+    parser.add_argument(
+        "--mailbox", type=int, default=defaults.DEFAULT_MAILBOX, metavar="N",
+        help="requests the data owner queues before answering ERR busy",
+    )
+    parser.add_argument(
+        "--grace", type=float, default=defaults.DEFAULT_GRACE_S, metavar="SECONDS",
+        help="on SIGTERM/SIGINT, wait this long for in-flight work",
+    )
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, metavar="PORT",
+        help="serve Prometheus /metrics and /debug/tasks on this port (off by default)",
+    )
+    # Which event loop runs the server: for benchmarks and debugging, not for operators.
+    parser.add_argument("--loop", choices=LOOPS, default="minidb", help=argparse.SUPPRESS)
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from minidb.errors import ConfigError
+    from minidb.server._config import ServerConfig
+    from minidb.server._logging import configure
+
+    try:
+        config = ServerConfig(
+            host=args.host,
+            port=args.port,
+            data_dir=Path(args.data_dir),
+            idle_timeout=args.idle_timeout,
+            request_timeout=args.request_timeout,
+            max_connections=args.max_connections,
+            mailbox=args.mailbox,
+            grace=args.grace,
+            metrics_port=args.metrics_port,
+        )
+    except ConfigError as exc:
+        sys.stderr.write(f"minidb serve: error: {exc}\n")
+        return 2
+    configure()
+    if args.loop == "asyncio":
+        return asyncio.run(_main(config))
+    import minidb.runtime
+
+    return minidb.runtime.run(_main(config))
+
+
+async def _main(config: Any) -> int:
+    from minidb.server._lifecycle import Server
+
+    server = Server(config)
+    try:
+        await server.start()
+    except OSError as exc:
+        sys.stderr.write(f"minidb serve: error: cannot listen on {config.host}: {exc}\n")
+        return 1
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, server.request_shutdown)
+    assert server.line_address is not None
+    lines = [f"minidb listening on {server.line_address[0]}:{server.line_address[1]} (line)"]
+    if server.metrics_address is not None:
+        host, port = server.metrics_address
+        lines.append(f"minidb listening on {host}:{port} (metrics)")
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+    return await server.serve()

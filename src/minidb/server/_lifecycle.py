@@ -1,0 +1,210 @@
+"""The server's life: start, serve, shut down gracefully, and die loudly if the data dies.
+
+States: created -> started (listening, owner running) -> serving -> stopping -> stopped.
+``serve()`` waits for the first of two things:
+
+- a shutdown request (SIGTERM/SIGINT in ``minidb serve``, or ``request_shutdown()``): stop
+  accepting and close the listeners (new clients are refused), let data already received be
+  read, then have every connection answer what it received in full and close; then let the
+  owner drain and close the log. Whatever is still running after ``--grace`` is dropped.
+  Exit status 0.
+- the data owner's task ending without being asked to (supervision): the data lived in that
+  task, so nothing can bring it back; serving ``ERR store unavailable`` forever would look
+  alive to every health check that only opens the port. Log it, drop every connection, exit
+  status 1, and let whoever runs the process restart it (the log makes the restart recover).
+
+``open_store`` is where the state and its commit log are built: the one line to change when the
+write-ahead log replaces ``NullLog``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass
+
+from minidb.server._config import ServerConfig
+from minidb.server._connection import Hub, LineConnection
+from minidb.server._listeners import accept_loop, address_of, bind_listener
+from minidb.server._logging import event
+from minidb.server._metrics import MetricsHTTP, new_registry
+from minidb.store import (
+    CommitLog,
+    NullLog,
+    OwnerStatistics,
+    StoreOwner,
+    StoreState,
+    StoreStatistics,
+)
+
+logger = logging.getLogger("minidb.server")
+
+SHUTDOWN_READ_ROUNDS = 2
+"""Loop iterations granted on shutdown so bytes already in socket buffers are read in."""
+
+
+def open_store(config: ServerConfig) -> tuple[StoreState, CommitLog]:
+    """Create the data dir if missing and return the (replayed) state and its commit log."""
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    return StoreState(), NullLog()
+
+
+def _fmt(address: tuple[str, int]) -> str:
+    return f"{address[0]}:{address[1]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatistics:
+    """One server's figures: its connections, its refusals, and its store's."""
+
+    connections: int
+    accepted: int
+    shed: int
+    timeouts: int
+    unavailable: int
+    refused: dict[tuple[str, str], int]
+    store: StoreStatistics
+    owner: OwnerStatistics
+
+
+class Server:
+    """A minidb server: the listeners, the connections and the data owner."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._owner: StoreOwner | None = None
+        self._owner_task: asyncio.Task[None] | None = None
+        self._hub: Hub | None = None
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._metrics_server: asyncio.Server | None = None
+        self._shutdown: asyncio.Future[None] | None = None
+        self.line_address: tuple[str, int] | None = None
+        self.metrics_address: tuple[str, int] | None = None
+        self.registry = new_registry(self)
+
+    # -- start ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the store, bind every listener and start serving; raise ``OSError`` on bind."""
+        loop = asyncio.get_running_loop()
+        config = self.config
+        state, log = open_store(config)
+        self._owner = StoreOwner(state, log, mailbox=config.mailbox)
+        self._hub = hub = Hub(config, self._owner)
+        self._shutdown = loop.create_future()
+        self._listener = bind_listener(config.host, config.port)
+        self.line_address = address_of(self._listener)
+        if config.metrics_port is not None:
+            self._metrics_server = await loop.create_server(
+                lambda: MetricsHTTP(self.registry), config.host, config.metrics_port
+            )
+            sockets = self._metrics_server.sockets
+            self.metrics_address = address_of(sockets[0])
+        self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
+        self._accept_task = loop.create_task(
+            accept_loop(self._listener, hub, lambda: LineConnection(hub, loop)),
+            name="minidb-accept",
+        )
+        event(logger, logging.INFO, "server_started", line=_fmt(self.line_address))
+
+    def request_shutdown(self) -> None:
+        """Ask ``serve()`` to shut down gracefully (safe to call more than once)."""
+        if self._shutdown is not None and not self._shutdown.done():
+            self._shutdown.set_result(None)
+
+    # -- serve ---------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        """Serve until shutdown or the owner's death; return the process exit status."""
+        assert self._owner_task is not None and self._shutdown is not None
+        await asyncio.wait({self._owner_task, self._shutdown}, return_when=asyncio.FIRST_COMPLETED)
+        if self._owner_task.done():
+            return await self._owner_died()
+        return await self._graceful_shutdown()
+
+    async def _owner_died(self) -> int:
+        assert self._owner_task is not None and self._hub is not None
+        exc = self._owner_task.exception() if not self._owner_task.cancelled() else None
+        event(
+            logger, logging.CRITICAL, "store_owner_died",
+            error=repr(exc), exc_info=exc, action="exit",
+        )
+        await self._stop_accepting()
+        for conn in list(self._hub.connections):
+            conn.abort()
+        await self._close_metrics()
+        return 1
+
+    async def _graceful_shutdown(self) -> int:
+        assert self._owner is not None and self._owner_task is not None and self._hub is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.grace
+        event(logger, logging.INFO, "shutdown_begin", connections=len(self._hub.connections))
+        await self._stop_accepting()
+        # Requests already in the connections' socket buffers count as received: give the
+        # loop a chance to read them before the connections stop reading.
+        for _ in range(SHUTDOWN_READ_ROUNDS):
+            await asyncio.sleep(0)
+        for conn in list(self._hub.connections):
+            conn.begin_drain()
+        dropped = 0
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._hub.wait_all_closed()
+        except TimeoutError:
+            dropped = len(self._hub.connections)
+            for conn in list(self._hub.connections):
+                conn.abort()
+        self._owner.close()
+        try:
+            async with asyncio.timeout_at(max(deadline, loop.time())):
+                await asyncio.shield(self._owner_task)
+        except TimeoutError:
+            self._owner_task.cancel()
+        except Exception:
+            pass  # it died while draining; already answered its waiters, nothing to keep
+        with contextlib.suppress(BaseException):
+            await self._owner_task
+        self._owner.log.close()
+        await self._close_metrics()
+        event(logger, logging.INFO, "shutdown_complete", dropped_connections=dropped)
+        return 0
+
+    async def _stop_accepting(self) -> None:
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accept_task
+        if self._listener is not None:
+            self._listener.close()
+
+    async def _close_metrics(self) -> None:
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            with contextlib.suppress(asyncio.TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await self._metrics_server.wait_closed()
+
+    # -- observing -----------------------------------------------------------------------
+
+    @property
+    def owner(self) -> StoreOwner:
+        assert self._owner is not None, "server not started"
+        return self._owner
+
+    def statistics(self) -> ServerStatistics:
+        assert self._hub is not None and self._owner is not None, "server not started"
+        hub = self._hub
+        return ServerStatistics(
+            connections=len(hub.connections),
+            accepted=hub.accepted,
+            shed=hub.shed,
+            timeouts=hub.timeouts,
+            unavailable=hub.unavailable,
+            refused=dict(hub.rejected_verbs),
+            store=self._owner.state.statistics(),
+            owner=self._owner.statistics(),
+        )
