@@ -283,3 +283,45 @@ def test_durable_log_fails_stop_on_a_really_full_disk(tmp_path: pathlib.Path) ->
         assert got[: len(acked)] == acked
         assert len(got) - len(acked) < 4
         assert isinstance(log, DurableLog)
+
+
+def test_durable_log_write_sealed_in_a_thread_while_appending(data_dir: pathlib.Path) -> None:
+    """A sealed batch written by a worker thread does not disturb appends made meanwhile."""
+    import concurrent.futures
+
+    log, _ = open_log(data_dir, segment_bytes=256)
+    expected: list[bytes] = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        in_flight: concurrent.futures.Future[None] | None = None
+        for round_ in range(40):
+            batch = [f"SET b k{round_}-{j} v".encode() for j in range(5)]
+            for record in batch:
+                log.append(record)
+            expected += batch
+            if in_flight is not None:
+                in_flight.result(timeout=10)
+            sealed = log.seal()
+            assert sealed is not None and sealed.count == 5
+            in_flight = pool.submit(log.write_sealed, sealed)
+        assert in_flight is not None
+        in_flight.result(timeout=10)
+    assert log.statistics().syncs == 40
+    log.close()
+    assert len(segments(data_dir)) > 1
+    assert replay_all(data_dir)[1] == expected
+
+
+def test_durable_log_split_checkpoint_keeps_writes_made_during_it(data_dir: pathlib.Path) -> None:
+    """Records appended between begin and finish of a checkpoint replay after the snapshot."""
+    log, _ = open_log(data_dir, checkpoint_bytes=100)
+    for record in RECORDS:
+        log.append(record)
+    log.sync()
+    assert log.wants_checkpoint()
+    base = log.begin_checkpoint()
+    assert not log.wants_checkpoint()  # one checkpoint at a time
+    log.append(b"SET users during 1")
+    log.sync()
+    log.finish_checkpoint(base, [b"SET users all 5"])
+    log.close()
+    assert replay_all(data_dir)[1] == [b"SET users all 5", b"SET users during 1"]

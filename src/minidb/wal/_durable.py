@@ -4,8 +4,14 @@ It ties the pieces together: replay at open (``_recovery``), group-committed app
 newest segment (``_writer``), checkpoints that replace the history by a snapshot
 (``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It implements the
 store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``, ``checkpoint``,
-``close``) and is synchronous: the owner calls it from the loop thread or hands ``sync`` to a
-worker thread, but never two calls at once.
+``close``) and is synchronous.
+
+Threads: one thread (the owner's loop) calls everything, except that the write-and-fdatasync
+half of a sync may run in a worker thread while the owner keeps appending the next batch:
+``batch = log.seal()`` on the owner's thread, then ``log.write_sealed(batch)`` in the worker,
+one at a time and in order. ``sync()`` is simply both halves on the calling thread. The records
+are framed and buffered here, not in the segment writer, so a segment can be rolled by the
+worker without losing what the owner appends meanwhile.
 
 Lifecycle::
 
@@ -25,7 +31,7 @@ import enum
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 
 from minidb import _failpoints
@@ -41,7 +47,7 @@ from minidb.wal._files import (
     snapshot_name,
     write_atomically,
 )
-from minidb.wal._format import FILE_HEADER_SIZE
+from minidb.wal._format import FILE_HEADER_SIZE, encode_record
 from minidb.wal._manifest import Manifest
 from minidb.wal._recovery import FileReport, Recovery
 from minidb.wal._writer import SegmentWriter
@@ -78,6 +84,15 @@ class WalStatistics:
     failed: bool  # fail-stop: the log refuses writes until restarted
 
 
+@dataclass(frozen=True, slots=True)
+class SealedBatch:
+    """Records taken out of the buffer by ``seal()``, framed and numbered, to be written."""
+
+    first_number: int
+    count: int
+    data: bytes = field(repr=False)
+
+
 class DurableLog:
     """A checksummed, segmented write-ahead log with snapshots, in one data directory."""
 
@@ -91,10 +106,14 @@ class DurableLog:
         self._state = _State.REPLAYING
         self._recovery: Recovery | None = None
         self._writer: SegmentWriter | None = None
+        self._buffer: list[bytes] = []  # framed records appended since the last seal
+        self._next_number = 0  # the sequence number the next appended record gets
         self._failure: str | None = None
         self.torn_tail: FileReport | None = None  # what open cut off, for the caller to log
         self._appends = self._syncs = self._bytes = self._checkpoints = 0
         self._segments_created = self._replayed = self._torn_bytes_cut = self._log_bytes = 0
+        self._log_bytes_at_begin = 0
+        self._checkpoint_in_flight = False
 
     # -- opening and replay ----------------------------------------------------------------
 
@@ -163,9 +182,8 @@ class DurableLog:
         if tail.good_offset < FILE_HEADER_SIZE:
             self._writer = SegmentWriter.create(self.directory, tail.base)
         else:
-            self._writer = SegmentWriter.reopen(
-                self.directory, tail.base, tail.good_offset, tail.next_number
-            )
+            self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
+        self._next_number = tail.next_number
         remove(self.directory, recovery.stale_files())
         self._log_bytes = recovery.log_bytes
         self._recovery = None
@@ -179,7 +197,7 @@ class DurableLog:
         Raises ``WalError`` if the log is not open or has failed, and ``OSError`` for an
         injected write failure (after which the log has failed).
         """
-        writer = self._writable()
+        self._writable()
         if _failpoints.ACTIVE:
             try:
                 _failpoints.hit("wal.append")
@@ -187,9 +205,11 @@ class DurableLog:
                 self._fail(exc)
                 raise
         try:
-            writer.append(record)
-        except ValueError as exc:  # too long: refused, but the log is fine
-            raise WalError(str(exc), path=writer.path) from None
+            framed = encode_record(self._next_number, record)
+        except ValueError as exc:  # too long: this record is refused, the log is fine
+            raise WalError(str(exc), path=self.directory) from None
+        self._buffer.append(framed)
+        self._next_number += 1
         self._appends += 1
 
     def sync(self) -> None:
@@ -198,14 +218,34 @@ class DurableLog:
         No-op when nothing is pending. Raises ``OSError`` if the write or the sync fails (the
         log has then failed for good) and ``WalError`` if it had already failed.
         """
+        batch = self.seal()
+        if batch is not None:
+            self.write_sealed(batch)
+
+    def seal(self) -> SealedBatch | None:
+        """Take every record appended so far out of the buffer (``None`` if there are none).
+
+        Owner's thread. The records are not durable, and must not be acknowledged, until
+        ``write_sealed`` of this batch has returned.
+        """
+        self._writable()
+        if not self._buffer:
+            return None
+        count = len(self._buffer)
+        batch = SealedBatch(self._next_number - count, count, b"".join(self._buffer))
+        self._buffer = []
+        return batch
+
+    def write_sealed(self, batch: SealedBatch) -> None:
+        """Write a sealed batch and fdatasync once; may run in a worker thread (see the top).
+
+        Batches must be written in the order they were sealed, one at a time.
+        """
         writer = self._writable()
-        if not writer.pending:
-            return
         try:
             if writer.size >= self.segment_bytes:
-                writer = self._start_segment(writer.first_pending_number, writer)
-            data = writer.take_buffer()
-            writer.write(data)
+                writer = self._start_segment(batch.first_number)
+            writer.write(batch.data)
             if _failpoints.ACTIVE:
                 _failpoints.hit("wal.sync")
             writer.datasync()
@@ -213,28 +253,55 @@ class DurableLog:
             self._fail(exc)
             raise
         self._syncs += 1
-        self._bytes += len(data)
-        self._log_bytes += len(data)
+        self._bytes += len(batch.data)
+        self._log_bytes += len(batch.data)
 
     def wants_checkpoint(self) -> bool:
         """Whether ``checkpoint_bytes`` of log have been written since the last checkpoint."""
-        return self._state is _State.OPEN and self._log_bytes >= self.checkpoint_bytes
+        return (
+            self._state is _State.OPEN
+            and not self._checkpoint_in_flight
+            and self._log_bytes >= self.checkpoint_bytes
+        )
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
         """Replace the history by a snapshot of ``records`` (the whole store as SET requests).
 
-        Every appended record must be synced first (pending ones are synced here). Order:
-        new segment, snapshot (temp, fsync, rename, fsync dir), manifest (same), then delete
-        what the snapshot covers; a crash anywhere leaves a directory that replays correctly.
-        A disk error fails the log, like any other write error.
+        ``begin_checkpoint`` and ``finish_checkpoint`` on the calling thread; see those to
+        keep writing while the snapshot is written. A disk error fails the log.
         """
-        writer = self._writable()
-        if writer.pending:
-            self.sync()
-        base = writer.next_number
+        self.finish_checkpoint(self.begin_checkpoint(), records)
+
+    def begin_checkpoint(self) -> int:
+        """Sync what is pending and start a new segment; return the snapshot's position.
+
+        Owner's thread, with no ``write_sealed`` in flight, at the moment the store's contents
+        are captured (a copy of the map): the snapshot must hold exactly the effects of the
+        records numbered below the returned position, and all of those are durable by now.
+        Appends may continue as soon as this returns.
+        """
+        self.sync()
+        base = self._next_number
+        self._log_bytes_at_begin = self._log_bytes
+        self._checkpoint_in_flight = True
+        if self._writable().holds_records:  # they become history, covered by the snapshot
+            try:
+                self._start_segment(base)
+            except OSError as exc:
+                self._fail(exc)
+                raise
+        return base
+
+    def finish_checkpoint(self, base: int, records: Iterable[bytes]) -> None:
+        """Write the snapshot for ``base``, switch the manifest, delete what it covers.
+
+        May run in a worker thread while the owner appends and syncs: it only touches the
+        snapshot, the manifest and segments below ``base``. Order: snapshot (temp, fsync,
+        rename, fsync dir), manifest (the same; this rename is the switch), then deletions,
+        so a crash anywhere leaves a directory that replays correctly.
+        """
+        self._writable()
         try:
-            if writer.base != base:  # the current segment holds records: they go to history
-                writer = self._start_segment(base, writer)
             write_atomically(self.directory, snapshot_name(base), snapshot_chunks(base, records))
             write_atomically(self.directory, MANIFEST_NAME, [Manifest(base, base).encode()])
             listing = list_dir(self.directory)
@@ -245,11 +312,14 @@ class DurableLog:
             self._fail(exc)
             raise
         self._checkpoints += 1
-        self._log_bytes = 0
+        # What was written since begin_checkpoint is not covered by this snapshot.
+        self._log_bytes -= self._log_bytes_at_begin
+        self._checkpoint_in_flight = False
 
     def close(self) -> None:
         """Release the files and the directory lock; records appended but not synced are
         dropped (they were never acknowledged). Idempotent."""
+        self._buffer = []
         if self._writer is not None:
             self._writer.close()
             self._writer = None
@@ -299,13 +369,12 @@ class DurableLog:
             raise WalError(f"log is {self._state.value}, not open for writing")
         return self._writer
 
-    def _start_segment(self, base: int, old: SegmentWriter) -> SegmentWriter:
-        # The old segment is fully synced (a failed sync would have failed the log), so its
-        # records are durable; pending records move, already numbered, to the new segment.
+    def _start_segment(self, base: int) -> SegmentWriter:
+        # The current segment is fully synced (a failed sync would have failed the log), so it
+        # can be left behind; its name and size tell replay where the new one must begin.
         new = SegmentWriter.create(self.directory, base)
-        count = old.pending
-        new.adopt(old.take_buffer(), count)
-        old.close()
+        assert self._writer is not None
+        self._writer.close()
         self._writer = new
         self._segments_created += 1
         return new
