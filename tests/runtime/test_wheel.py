@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from minidb.runtime._wheel import (
     MAX_SPAN,
     NUM_LEVELS,
-    SLOT_BITS,
     PENDING,
+    SLOT_BITS,
     UNFILED,
     TimerWheel,
     WheelEntry,
@@ -49,7 +49,9 @@ def _ids(entries: list[WheelEntry]) -> list[int]:
 
 
 # Deadlines cluster around the level boundaries, where off-by-one errors live.
-_BOUNDARIES = sorted({(1 << (SLOT_BITS * lvl)) + d for lvl in range(NUM_LEVELS + 1) for d in (-1, 0, 1)})
+_BOUNDARIES = sorted(
+    {(1 << (SLOT_BITS * lvl)) + d for lvl in range(NUM_LEVELS + 1) for d in (-1, 0, 1)}
+)
 _offsets = st.one_of(
     st.integers(0, 200),
     st.sampled_from(_BOUNDARIES),
@@ -100,7 +102,7 @@ def test_wheel_matches_sorted_list_model(start: int, ops: list[tuple]) -> None:
 
 
 def test_wheel_level_boundaries_fire_exactly_on_time() -> None:
-    """A deadline at, just before and just after each level's span fires at that tick, not earlier."""
+    """Deadlines at, just before and just after each level span fire at that tick, not earlier."""
     for level in range(NUM_LEVELS + 1):
         for delta in (-1, 0, 1):
             tick = (1 << (SLOT_BITS * level)) + delta

@@ -31,8 +31,8 @@ from minidb.runtime._wheel import TimerWheel, WheelEntry, WheelStatistics
 
 __all__ = [
     "EventLoopPolicy",
-    "TimerWheel",
     "Timeout",
+    "TimerWheel",
     "WheelEntry",
     "WheelEventLoop",
     "WheelStatistics",

@@ -33,7 +33,7 @@ import sys
 from asyncio import base_events, events, format_helpers
 from asyncio.log import logger
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVarTuple, Unpack
 
 from minidb.runtime._wheel import UNFILED, TimerWheel, WheelStatistics
 
@@ -42,6 +42,10 @@ TICKS_PER_SECOND = 1000
 
 MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 """Longest single wait in the selector, in seconds (the same cap as stock asyncio)."""
+
+_Ts = TypeVarTuple("_Ts")
+
+_format_handle: Callable[[Any], str] = base_events._format_handle  # type: ignore[attr-defined]
 
 _FAR_FUTURE_TICK = 1 << 62
 """Where ``call_at(inf)`` is filed: it comes round on the top level every 2**36 ticks, never due."""
@@ -53,6 +57,10 @@ class WheelTimerHandle(events.TimerHandle):
     __slots__ = ("_wheel_key", "_wheel_seq", "_wheel_tick", "_wheel_where")
 
     _loop: WheelEventLoop
+    _wheel_tick: int
+    _wheel_seq: int
+    _wheel_key: int
+    _wheel_where: int
 
     def __init__(
         self,
@@ -73,20 +81,25 @@ class WheelTimerHandle(events.TimerHandle):
         if loop._debug:
             self._source_traceback = format_helpers.extract_stack(sys._getframe(1))
         else:
-            self._source_traceback = None
+            self._source_traceback = None  # type: ignore[assignment]
         self._when = when
         self._scheduled = False
         self._wheel_where = UNFILED
 
 
-class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type]
+class WheelEventLoop(asyncio.SelectorEventLoop):
     """A drop-in asyncio event loop whose timers run on a hierarchical timer wheel."""
 
+    # Private state and helpers of BaseEventLoop that typeshed does not declare.
     _debug: bool
     _ready: Any
     _stopping: bool
     _selector: Any
     _current_handle: events.Handle | None
+    _check_closed: Callable[[], None]
+    _check_thread: Callable[[], None]
+    _check_callback: Callable[[object, str], None]
+    _process_events: Callable[[Any], None]
     slow_callback_duration: float
 
     def __init__(self, selector: Any = None) -> None:
@@ -100,8 +113,8 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
     def call_at(
         self,
         when: float,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> WheelTimerHandle:
         """Like ``asyncio.AbstractEventLoop.call_at``; the handle is filed on the wheel."""
@@ -125,8 +138,8 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
     def call_later(
         self,
         delay: float,
-        callback: Callable[..., object],
-        *args: Any,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> WheelTimerHandle:
         """Like ``asyncio.AbstractEventLoop.call_later`` (which is ``call_at(time() + delay)``)."""
@@ -148,7 +161,7 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
         timer._scheduled = True
         return timer
 
-    def reschedule(self, handle: events.TimerHandle, when: float) -> bool:
+    def reschedule(self, handle: Any, when: float) -> bool:
         """Move an armed timer of this loop to ``when``, in place; return whether it was armed.
 
         No new handle is made and nothing is cancelled: the same handle fires at the new time.
@@ -165,10 +178,10 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
         self._wheel.reset(handle, self._tick_for(when))
         return True
 
-    def _timer_handle_cancelled(self, handle: events.TimerHandle) -> None:
+    def _timer_handle_cancelled(self, handle: Any) -> None:
         # Called by TimerHandle.cancel(): unlink at once, leaving no tombstone behind.
         if handle._scheduled:
-            self._wheel.remove(handle)  # type: ignore[arg-type]
+            self._wheel.remove(handle)
             handle._scheduled = False
 
     def _tick_for(self, when: float) -> int:
@@ -204,10 +217,17 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
         at = self._wheel.poll_at()
         if at is None:
             return None
-        timeout = at / TICKS_PER_SECOND - self.time()
+        now = self.time()
+        timeout = at / TICKS_PER_SECOND - now
         if timeout > MAXIMUM_SELECT_TIMEOUT:
             return MAXIMUM_SELECT_TIMEOUT
-        return timeout if timeout > 0 else 0
+        if timeout <= 0:
+            return 0
+        # Waiting exactly `timeout` must reach tick `at` despite float rounding, or a clock
+        # that moves by exactly the requested wait (the paused clock) would spin short of it.
+        while math.floor((now + timeout) * TICKS_PER_SECOND) < at:
+            timeout = math.nextafter(timeout, math.inf)
+        return timeout
 
     def _run_once(self) -> None:
         """Run one full iteration: poll I/O, move due timers to the ready queue, run it."""
@@ -238,9 +258,7 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
                     handle._run()
                     dt = self.time() - t0
                     if dt >= self.slow_callback_duration:
-                        logger.warning(
-                            "Executing %s took %.3f seconds", base_events._format_handle(handle), dt
-                        )
+                        logger.warning("Executing %s took %.3f seconds", _format_handle(handle), dt)
                 finally:
                     self._current_handle = None
             else:
@@ -248,7 +266,7 @@ class WheelEventLoop(asyncio.SelectorEventLoop):  # type: ignore[misc,valid-type
         handle = None  # Needed to break cycles when an exception occurs.
 
 
-class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,valid-type]
+class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
     """An event loop policy whose new loops are ``WheelEventLoop``s.
 
     ``asyncio.set_event_loop_policy(minidb.runtime.EventLoopPolicy())`` switches a whole program.
@@ -261,5 +279,5 @@ class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):  # type: ignore[misc,vali
 
 
 def new_event_loop() -> WheelEventLoop:
-    """A new ``WheelEventLoop``; pass it as ``loop_factory`` to ``asyncio.run``/``asyncio.Runner``."""
+    """A new ``WheelEventLoop``: the ``loop_factory`` for ``asyncio.run`` and ``asyncio.Runner``."""
     return WheelEventLoop()

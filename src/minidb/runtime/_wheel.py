@@ -141,7 +141,16 @@ _tick_and_seq_of = attrgetter("_wheel_tick", "_wheel_seq")
 class TimerWheel(Generic[E]):
     """Six levels of 64 slots of entries, advanced by ``poll(now)``; see the module docstring."""
 
-    __slots__ = ("_count", "_disordered", "_elapsed", "_next", "_occupied", "_pending", "_seq", "_slots")
+    __slots__ = (
+        "_count",
+        "_disordered",
+        "_elapsed",
+        "_next",
+        "_occupied",
+        "_pending",
+        "_seq",
+        "_slots",
+    )
 
     def __init__(self, elapsed: int = 0) -> None:
         if elapsed < 0:
@@ -404,7 +413,9 @@ class TimerWheel(Generic[E]):
             out.extend(due)
             self._count -= len(due)
 
-    def _release_whole(self, bucket: dict[int, E], end: int, disordered: bool, out: list[E]) -> None:
+    def _release_whole(
+        self, bucket: dict[int, E], end: int, disordered: bool, out: list[E]
+    ) -> None:
         """Release a higher-level slot whose whole span is due, without cascading it.
 
         When time has jumped past a coarse slot's end (a long callback, a sleeping process),
@@ -419,6 +430,8 @@ class TimerWheel(Generic[E]):
                 later.append(entry)
                 continue
             entry._wheel_where = UNFILED
+            if entry._wheel_key != entry._wheel_seq:
+                disordered = True  # lazily extended inside this slot: its seq moved on
             group = groups.get(tick)
             if group is None:
                 groups[tick] = [entry]
