@@ -10,8 +10,7 @@ end of the newest segment) is decided by the caller, which knows which file this
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
@@ -28,11 +27,10 @@ from minidb.wal._format import (
 )
 
 _LENGTH_FIELD_BYTES = 4
-_KNOWN_TYPES = frozenset(int(t) for t in RecordType)
+_TYPES = {int(t): t for t in RecordType}
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     """One decoded record: its sequence number, where it starts in its file, type and payload."""
 
     number: int
@@ -81,7 +79,8 @@ class RecordReader:
             length, crc, rtype = unpack_record_header(buf, pos)
             if length > MAX_PAYLOAD_BYTES:
                 self._damaged(pos, f"record length {length} out of range")
-            if rtype not in _KNOWN_TYPES:
+            known = _TYPES.get(rtype)
+            if known is None:
                 self._damaged(pos, f"unknown record type {rtype}")
             end = pos + RECORD_HEADER_SIZE + length
             if end > size:
@@ -96,7 +95,7 @@ class RecordReader:
                 # followed by real data is damage the writer could not have produced.
                 torn = _all_zero(buf, end)
                 raise Malformed(f"checksum mismatch in record {number}", offset=pos, torn=torn)
-            yield Record(number, pos, RecordType(rtype), payload)
+            yield Record(number, pos, known, payload)
             pos = end
             number += 1
             self.good_offset = pos
