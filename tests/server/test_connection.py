@@ -1,0 +1,201 @@
+"""LineConnection in isolation: batching, reply order, shedding, timers, crash isolation."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import minidb.runtime
+from minidb.protocol import Get, RequestDecoder
+from minidb.server import Server, ServerConfig
+from minidb.server._connection import Hub, LineConnection
+from minidb.store import MemoryLog, StoreOwner, StoreState
+
+
+class FakeTransport(asyncio.Transport):
+    """Records writes instead of sending them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.reading = True
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def abort(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 5555) if name == "peername" else default
+
+
+class RecordingLoop(asyncio.SelectorEventLoop):
+    """A loop that has ``reschedule`` and records each call to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rescheduled: list[tuple[asyncio.TimerHandle, float]] = []
+
+    def reschedule(self, handle: asyncio.TimerHandle, when: float) -> None:
+        self.rescheduled.append((handle, when))
+
+
+@pytest.fixture
+def loop() -> Iterator[RecordingLoop]:
+    loop = RecordingLoop()
+    yield loop
+    loop.close()
+
+
+def _connection(
+    loop: asyncio.AbstractEventLoop, **config: Any
+) -> tuple[LineConnection, FakeTransport, StoreOwner]:
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=config.pop("mailbox", 100))
+    hub = Hub(ServerConfig(**config), owner)
+    conn = LineConnection(hub, loop)
+    transport = FakeTransport()
+    conn.connection_made(transport)
+    return conn, transport, owner
+
+
+def test_connection_one_read_is_one_batch_and_one_write(loop: RecordingLoop) -> None:
+    """Everything one read delivered goes to the owner as one batch and back as one write."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"SET b k v\nGET b k\nPING\nGET b")
+    batches = owner.mailbox._batches
+    assert len(batches) == 1 and len(batches[0].requests) == 3
+    owner.commit(list(batches))
+    assert transport.writes == [b"OK\nVALUE v\nERR unknown verb PING\n"]
+
+
+def test_connection_replies_stay_in_order_when_later_batch_answers_first(
+    loop: RecordingLoop,
+) -> None:
+    """A refused batch answered at once waits behind the older batch still in the mailbox."""
+    conn, transport, owner = _connection(loop, mailbox=2)
+    conn.data_received(b"SET b k 1\nSET b k 2\n")
+    conn.data_received(b"GET b k\n")  # mailbox full: ERR busy, but must not overtake
+    assert transport.writes == []
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"OK\nOK\nERR busy\n"]
+    assert conn._hub.shed == 1
+
+
+def test_connection_partial_room_accepts_prefix_and_sheds_rest(loop: RecordingLoop) -> None:
+    """When only part of a read fits in the mailbox, the rest is shed, in order."""
+    conn, transport, owner = _connection(loop, mailbox=2)
+    conn.data_received(b"SET b a 1\nSET b b 2\nSET b c 3\n")
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"OK\nOK\nERR busy\n"]
+
+
+def test_connection_idle_deadline_is_rescheduled_not_recreated(loop: RecordingLoop) -> None:
+    """Each read that completes a request pushes the one idle timer via loop.reschedule."""
+    conn, _, _ = _connection(loop, idle_timeout=30.0)
+    first_timer = conn._idle
+    conn.data_received(b"GET b")  # no complete request: no push
+    assert loop.rescheduled == []
+    conn.data_received(b" k\n")
+    assert len(loop.rescheduled) == 1
+    handle, when = loop.rescheduled[0]
+    assert handle is first_timer and conn._idle is first_timer
+    assert when == pytest.approx(loop.time() + 30.0, abs=0.5)
+
+
+def test_connection_idle_timer_without_reschedule_is_replaced() -> None:
+    """On a loop without reschedule the idle timer is cancelled and re-created."""
+    loop = asyncio.SelectorEventLoop()
+    try:
+        conn, _, _ = _connection(loop)
+        first_timer = conn._idle
+        conn.data_received(b"GET b k\n")
+        assert first_timer is not None and first_timer.cancelled()
+        assert conn._idle is not first_timer
+    finally:
+        loop.close()
+
+
+def test_connection_request_timeout_answers_busy_then_drops_late_replies(
+    loop: RecordingLoop,
+) -> None:
+    """Past its deadline a batch is answered ERR busy; the owner's late replies are dropped."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"SET b k late\n")
+    batch = owner.mailbox._batches[0]
+    batch.deadline = loop.time() - 1  # as if it had waited too long
+    conn._on_request_timeout()
+    assert transport.writes == [b"ERR busy\n"]
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"ERR busy\n"]
+    assert owner.state.apply(Get(b"b", b"k")) == b"VALUE late\n"
+    assert conn._hub.timeouts == 1
+
+
+def test_connection_eof_keeps_writing_until_answered(loop: RecordingLoop) -> None:
+    """A client that half-closes still gets its replies, then the connection closes."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"SET b k v\n")
+    assert conn.eof_received() is True
+    assert not transport.closed
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"OK\n"] and transport.closed
+
+
+def test_connection_slow_reader_stops_reading(loop: RecordingLoop) -> None:
+    """When the write buffer is full the connection stops reading until it drains."""
+    conn, transport, _ = _connection(loop)
+    conn.pause_writing()
+    assert not transport.reading
+    conn.resume_writing()
+    assert transport.reading
+
+
+def test_connection_crash_affects_only_its_own_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handler that raises loses its own connection; other clients keep being served."""
+    real_feed = RequestDecoder.feed
+
+    def feed(self: RequestDecoder, data: bytes) -> Any:
+        if b"BOOM" in data:
+            raise RuntimeError("handler bug")
+        return real_feed(self, data)
+
+    monkeypatch.setattr(RequestDecoder, "feed", feed)
+
+    async def body() -> None:
+        server = Server(ServerConfig(port=0, data_dir=tmp_path))
+        await server.start()
+        assert server.line_address is not None
+        port = server.line_address[1]
+        asyncio.get_running_loop().set_exception_handler(lambda loop, ctx: None)
+        async with asyncio.timeout(5):
+            r1, w1 = await asyncio.open_connection("127.0.0.1", port)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", port)
+            w1.write(b"BOOM\n")
+            assert await r1.read() == b""  # its connection is closed
+            w2.write(b"SET b k v\n")
+            assert await r2.readline() == b"OK\n"
+            w2.close()
+            server.request_shutdown()
+            assert await server.serve() == 0
+
+    minidb.runtime.run(body())
