@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import os
 import pathlib
+import tempfile
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from minidb.errors import CorruptionError
 from minidb.wal import open_log
@@ -205,3 +208,52 @@ def test_recovery_torn_segment_header_is_recreated(data_dir: pathlib.Path) -> No
     log.close()
     assert got == RECORDS[:-1]
     assert replay_all(data_dir)[1] == [*RECORDS[:-1], b"SET b after roll"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=300))
+def test_recovery_random_segment_bytes_replay_or_refuse_cleanly(raw: bytes) -> None:
+    """Any bytes as the newest segment either replay (maybe cut) or raise ``CorruptionError``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = pathlib.Path(tmp) / "data"
+        write_log(data_dir, [])
+        segment = segments(data_dir)[0]
+        with open(segment, "ab") as f:
+            f.write(raw)
+        try:
+            log, _ = replay_all(data_dir)
+        except CorruptionError as exc:
+            assert exc.path is not None and exc.offset is not None
+        else:
+            log.close()
+            assert os.path.getsize(segment) <= 20 + len(raw)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_recovery_any_cut_after_the_last_sync_keeps_every_synced_record(
+    data: st.DataObject,
+) -> None:
+    """A crash that loses any part of the unsynced bytes still replays every synced record."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = pathlib.Path(tmp) / "data"
+        log, _ = open_log(data_dir)
+        synced: list[bytes] = []
+        for i in range(data.draw(st.integers(min_value=0, max_value=6))):
+            record = f"SET b k{i} {'x' * i}".encode()
+            log.append(record)
+            log.sync()
+            synced.append(record)
+        synced_size = os.path.getsize(segments(data_dir)[0])
+        unsynced = [f"DEL b k{i}".encode() for i in range(3)]
+        for record in unsynced:
+            log.append(record)
+        log.sync()  # stands for bytes that reached the file but whose sync never returned
+        log.close()
+        segment = segments(data_dir)[0]
+        cut = data.draw(st.integers(min_value=synced_size, max_value=os.path.getsize(segment)))
+        os.truncate(segment, cut)
+        log, got = replay_all(data_dir)
+        log.close()
+        assert got[: len(synced)] == synced
+        assert got[len(synced) :] == unsynced[: len(got) - len(synced)]
