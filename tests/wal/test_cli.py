@@ -79,3 +79,22 @@ def test_cli_wal_dump_exits_1_on_corruption(five_records: pathlib.Path) -> None:
     assert out.returncode == 1
     assert out.stdout.splitlines()[1:] == [r.decode() for r in RECORDS[:2]]
     assert f"offset {middle}" in out.stderr
+
+
+def test_cli_wal_check_names_a_corrupt_snapshot(data_dir: pathlib.Path) -> None:
+    """After a checkpoint, damage in the snapshot is reported against the snapshot file."""
+    from minidb.wal import open_log
+
+    log, _ = open_log(data_dir)
+    log.append(b"SET b k 1")
+    log.sync()
+    log.checkpoint([b"SET b k 1", b"SET b j 2"])
+    log.close()
+    (snapshot,) = data_dir.glob("snapshot-*.snap")
+    flip(snapshot, 40)
+    out = _minidb("wal", "check", "--data-dir", str(data_dir))
+    assert out.returncode == 1
+    assert (
+        snapshot.name in out.stderr and "offset 38" in out.stderr
+    )  # the second record: 20 + 9 + 9
+    assert any(x.startswith("wal-") and "not checked" in x for x in out.stdout.splitlines())

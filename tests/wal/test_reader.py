@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minidb.wal._format import FileKind, Malformed, encode_end, encode_header, encode_record
@@ -86,6 +86,7 @@ def test_closed_records_refuse_bytes_after_end() -> None:
         list(closed_records(buf, FileKind.SNAPSHOT, 0))
 
 
+@settings(deadline=None)  # a loaded shared machine must not fail a property
 @given(st.binary(max_size=400))
 def test_reader_random_bytes_yield_records_or_a_clean_error(tail: bytes) -> None:
     """Random bytes after a valid header never crash the reader: records, or ``Malformed``."""
@@ -99,6 +100,7 @@ def test_reader_random_bytes_yield_records_or_a_clean_error(tail: bytes) -> None
     assert 20 <= reader.good_offset <= len(buf)
 
 
+@settings(deadline=None)  # a loaded shared machine must not fail a property
 @given(st.binary(max_size=200), st.integers(min_value=0, max_value=2))
 def test_reader_random_bytes_in_any_file_kind_give_a_clean_error(raw: bytes, which: int) -> None:
     """Random bytes given as a whole file of any kind only ever raise ``Malformed``."""
@@ -112,6 +114,7 @@ def test_reader_random_bytes_in_any_file_kind_give_a_clean_error(raw: bytes, whi
         pass
 
 
+@settings(deadline=None)  # a loaded shared machine must not fail a property
 @given(st.data())
 def test_reader_mutated_segment_never_yields_a_changed_record(data: st.DataObject) -> None:
     """After any single-byte change, every record the reader yields is one that was written."""

@@ -364,9 +364,11 @@ class DurableLog:
 
     def _writable(self) -> SegmentWriter:
         if self._state is _State.FAILED:
-            raise WalError(f"log refuses writes after a disk error: {self._failure}")
+            raise WalError(
+                f"log refuses writes after a disk error: {self._failure}", path=self.directory
+            )
         if self._state is not _State.OPEN or self._writer is None:
-            raise WalError(f"log is {self._state.value}, not open for writing")
+            raise WalError(f"log is {self._state.value}, not open for writing", path=self.directory)
         return self._writer
 
     def _start_segment(self, base: int) -> SegmentWriter:
