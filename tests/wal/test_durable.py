@@ -325,3 +325,49 @@ def test_durable_log_split_checkpoint_keeps_writes_made_during_it(data_dir: path
     log.finish_checkpoint(base, [b"SET users all 5"])
     log.close()
     assert replay_all(data_dir)[1] == [b"SET users all 5", b"SET users during 1"]
+
+
+_WRITER_SCRIPT = """
+import sys
+from minidb.wal import open_log
+
+log, replay = open_log(sys.argv[1])
+assert not list(replay)
+i = 0
+while True:
+    for _ in range(1 + i % 7):  # batches of varying size, one sync each
+        log.append(f"SET b k{i} v{i}".encode())
+        i += 1
+    log.sync()
+    print(i, flush=True)  # every record below i is acknowledged
+"""
+
+
+def test_durable_log_keeps_every_acknowledged_record_across_kill_9(
+    data_dir: pathlib.Path,
+) -> None:
+    """A writer killed with SIGKILL mid-stream loses nothing it acknowledged, invents nothing."""
+    import signal
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER_SCRIPT, str(data_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    acked = 0
+    try:
+        assert child.stdout is not None
+        while acked < 2000:
+            line = child.stdout.readline()
+            assert line, "the writer died before it was killed"
+            acked = int(line)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()
+    log, got = replay_all(data_dir)
+    log.close()
+    assert len(got) >= acked
+    assert got == [f"SET b k{i} v{i}".encode() for i in range(len(got))]
