@@ -172,3 +172,19 @@ def test_request_decoder_never_crashes_on_random_bytes(chunks: list[bytes]) -> N
     for chunk in chunks:
         for request in decoder.feed(chunk):
             assert isinstance(request, (Get, Set, Delete, Scan, Invalid))
+
+
+_TOKENS = st.sampled_from(
+    [b"GET", b"SET", b"DEL", b"get", b"Set", b"SCAN", b"users", b"alice", b"a" * 64, b"a" * 65,
+     b"", b" ", b"\r", b"x\xc3\xa9", b"\xff", b"0", b"+k", b"10", b"v" * 4096]
+)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(_TOKENS, max_size=6), st.sampled_from([b" ", b"  ", b""]))
+def test_parse_request_fast_path_agrees_with_full_parser(tokens: list[bytes], sep: bytes) -> None:
+    """The single-regex fast path gives exactly what the general parser gives."""
+    from minidb.protocol._line import _parse_request_fully
+
+    line = sep.join(tokens) if sep else b" ".join(tokens) + b" "
+    assert parse_request(line) == _parse_request_fully(line)

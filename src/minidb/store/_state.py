@@ -19,6 +19,7 @@ from __future__ import annotations
 from bisect import bisect_right, insort
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from minidb.protocol import (
     NIL,
@@ -32,7 +33,6 @@ from minidb.protocol import (
     Set,
     error_reply,
     keys_reply,
-    value_reply,
 )
 
 _MISSING = None
@@ -89,6 +89,8 @@ class StoreState:
 
     def execute(self, request: Request, journal: Journal | None) -> bytes:
         """Apply one request, noting a changing write in ``journal``; return the reply line."""
+        # Dispatch on the exact type, most frequent first: this runs once per request, and an
+        # ``isinstance`` chain or a ``match`` statement costs measurably more here.
         kind = type(request)
         if kind is Get:
             self._gets += 1
@@ -97,9 +99,9 @@ class StoreState:
             if value is None:
                 return NIL
             self._get_hits += 1
-            return value_reply(value)
+            return b"VALUE " + value + b"\n"
         if kind is Set:
-            assert isinstance(request, Set)
+            request = cast(Set, request)
             self._sets += 1
             old = self._put(request.bucket, request.key, request.value)
             if journal is not None:
@@ -109,7 +111,7 @@ class StoreState:
                 journal.undo.append((request.bucket, request.key, old))
             return OK
         if kind is Delete:
-            assert isinstance(request, Delete)
+            request = cast(Delete, request)
             self._dels += 1
             old = self._remove(request.bucket, request.key)
             if old is None:
@@ -120,10 +122,10 @@ class StoreState:
                 journal.undo.append((request.bucket, request.key, old))
             return OK
         if kind is Scan:
-            assert isinstance(request, Scan)
+            request = cast(Scan, request)
             self._scans += 1
             return self._scan(request)
-        assert isinstance(request, Invalid)
+        request = cast(Invalid, request)
         self._invalid += 1
         return error_reply(request.reason)
 
