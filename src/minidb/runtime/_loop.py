@@ -54,13 +54,18 @@ _FAR_FUTURE_TICK = 1 << 62
 class WheelTimerHandle(events.TimerHandle):
     """An ``asyncio.TimerHandle`` that knows its place in the wheel."""
 
-    __slots__ = ("_wheel_key", "_wheel_seq", "_wheel_tick", "_wheel_where")
+    __slots__ = ("_wheel_tick", "_wheel_where")
 
     _loop: WheelEventLoop
     _wheel_tick: int
-    _wheel_seq: int
-    _wheel_key: int
     _wheel_where: int
+
+    # The wheel keys its slots by handle, so handles hash and compare by identity. (The stock
+    # TimerHandle hashes by `when` and compares fields, which would make every slot lookup a
+    # Python-level call and make distinct timers with equal deadlines collide.) Ordering
+    # comparisons (`<` by `when`) are inherited unchanged.
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
     def __init__(
         self,
@@ -85,6 +90,20 @@ class WheelTimerHandle(events.TimerHandle):
         self._when = when
         self._scheduled = False
         self._wheel_where = UNFILED
+
+    def cancel(self) -> None:
+        # TimerHandle.cancel -> loop._timer_handle_cancelled -> Handle.cancel, inlined: unlink
+        # from the wheel at once, then forget the callback as Handle.cancel does.
+        if not self._cancelled:
+            if self._scheduled:
+                self._loop._wheel.remove(self)
+                self._scheduled = False
+            self._cancelled = True
+            if self._loop._debug:
+                # Keep a representation for debug messages, as Handle.cancel does.
+                self._repr = repr(self)  # type: ignore[assignment]
+            self._callback = None  # type: ignore[assignment]
+            self._args = None  # type: ignore[assignment]
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):

@@ -16,28 +16,28 @@ comes round again: when its slot is processed it is re-filed, possibly into the 
 another lap (Tokio's "pseudo-ring"), so the horizon is unbounded.
 
 Each level keeps a 64-bit occupancy mask. The next occupied slot after "now" is found without
-a scan: rotate the mask right to the slot after the current one and count trailing zeros. Levels are
-searched from 0 upward; the first non-empty level holds the earliest slot, because a level's
-remaining slots all start before the next slot of the level above.
+a scan: rotate the mask right to the slot after the current one and count trailing zeros.
+Levels are searched from 0 upward; the first non-empty level holds the earliest slot, because
+a level's remaining slots all start before the next slot of the level above.
 
 Advancing (``poll``) processes due slots in order. Processing takes the whole slot first, then
 looks at each entry's true deadline: due entries come out; the others are re-filed relative to
 the slot's start, i.e. cascade to a lower level. Every entry therefore moves at most once per
 level. Level-0 slots hold exactly one tick, so nothing is ever released before its deadline.
+When time has jumped past the end of a coarse slot, its entries are released grouped by tick
+instead of being cascaded one level at a time.
 
-Costs: insert, cancel and reset are O(1) (dict insert/delete keyed by an integer, a few bit
-operations, no search and no rebuild). Each slot is a ``dict`` used as an insertion-ordered set,
-which gives O(1) unlink of any entry.
+Costs: insert, cancel and reset are O(1): a few bit operations and one insert or delete in the
+slot's ``dict``, used as an insertion-ordered set keyed by the entry itself. No search, no
+rebuild, and a cancelled entry leaves nothing behind.
 
-Reset moves a deadline in place. Moving it *later* while the entry sits in a wheel slot costs two
-attribute stores: the entry stays where it is and is re-filed when its old slot comes due (Tokio's
-lazy extension). That is the idle-timeout pattern, reset on every request. Moving it earlier
-unlinks and re-files it.
-
-Ordering: entries come out in deadline order, FIFO among equal deadlines. "FIFO" means by the
-time of the last insert or reset, as if a reset were a cancel plus a new insert: every insert and
-reset draws a fresh sequence number and the batch released from one slot is sorted by it (the
-order inside a slot can be disturbed by lazy extensions and cascades).
+Ordering: entries come out in deadline order, FIFO among equal deadlines, where a reset counts
+as a cancel plus a new insert. No sequence numbers are needed, because a slot's dict is always
+in arrival order and arrivals are already FIFO: when a slot is processed every lower-level slot
+in its span is still empty (an entry only goes to a lower level once ``elapsed`` has entered the
+slot's span), so its cascade lands first, in order, and direct inserts follow. That is also why
+reset unlinks and re-files (O(1) as well) rather than extending lazily in place as Tokio does:
+a lazily extended entry would come round out of order and force a sort.
 
 This module is pure: no asyncio, no clock. The loop (``_loop.py``) turns seconds into ticks and
 entries into callbacks.
@@ -45,7 +45,6 @@ entries into callbacks.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from operator import attrgetter
@@ -81,11 +80,12 @@ _UNKNOWN = (-1, -1, -1)
 
 
 class Entry(Protocol):
-    """What the wheel needs of an entry: four attributes it owns and nobody else writes."""
+    """What the wheel needs of an entry: two attributes it owns, and identity hashing.
 
-    _wheel_tick: int  # the true deadline, in ticks
-    _wheel_seq: int  # order among equal deadlines (drawn at the last insert or reset)
-    _wheel_key: int  # the key it is filed under in its slot dict
+    Entries are dict keys, so ``__hash__``/``__eq__`` must be identity-based (the defaults).
+    """
+
+    _wheel_tick: int  # the deadline, in ticks
     _wheel_where: int  # slot index, PENDING or UNFILED
 
 
@@ -95,13 +95,11 @@ E = TypeVar("E", bound=Entry)
 class WheelEntry:
     """A ready-made entry carrying one payload, for users that need no handle class of their own."""
 
-    __slots__ = ("_wheel_key", "_wheel_seq", "_wheel_tick", "_wheel_where", "payload")
+    __slots__ = ("__weakref__", "_wheel_tick", "_wheel_where", "payload")
 
     def __init__(self, payload: object = None) -> None:
         self.payload = payload
         self._wheel_tick = 0
-        self._wheel_seq = 0
-        self._wheel_key = 0
         self._wheel_where = UNFILED
 
     @property
@@ -115,7 +113,7 @@ class WheelEntry:
         return self._wheel_where != UNFILED
 
     def __repr__(self) -> str:
-        return f"<WheelEntry {self.payload!r} due={self._wheel_tick} seq={self._wheel_seq}>"
+        return f"<WheelEntry {self.payload!r} due={self._wheel_tick}>"
 
 
 @dataclass(frozen=True)
@@ -134,37 +132,24 @@ class WheelStatistics:
     """The tick at which the next slot must be processed, or None when empty."""
 
 
-_seq_of = attrgetter("_wheel_seq")
-_tick_and_seq_of = attrgetter("_wheel_tick", "_wheel_seq")
+_tick_of = attrgetter("_wheel_tick")
 
 
 class TimerWheel(Generic[E]):
     """Six levels of 64 slots of entries, advanced by ``poll(now)``; see the module docstring."""
 
-    __slots__ = (
-        "_count",
-        "_disordered",
-        "_elapsed",
-        "_next",
-        "_occupied",
-        "_pending",
-        "_seq",
-        "_slots",
-    )
+    __slots__ = ("_count", "_elapsed", "_next", "_occupied", "_pending", "_slots")
 
     def __init__(self, elapsed: int = 0) -> None:
         if elapsed < 0:
             raise ValueError(f"elapsed must be >= 0, got {elapsed}")
         self._elapsed = elapsed
-        self._slots: list[dict[int, E]] = [{} for _ in range(NUM_LEVELS * SLOTS)]
+        self._slots: list[dict[E, None]] = [{} for _ in range(NUM_LEVELS * SLOTS)]
         self._occupied = [0] * NUM_LEVELS
-        self._pending: dict[int, E] = {}
-        self._seq = itertools.count(1)
+        self._pending: dict[E, None] = {}
         self._count = 0
         # Cached result of _next_expiration(), or _UNKNOWN after anything that may change it.
         self._next: tuple[int, int, int] | None = None
-        # Slots that received a lazily extended entry and so may be out of sequence order.
-        self._disordered: set[int] = set()
 
     # -- queries -------------------------------------------------------------------------
 
@@ -214,23 +199,20 @@ class TimerWheel(Generic[E]):
         """File ``entry`` to come due at ``tick``; a tick at or before ``elapsed`` is due now."""
         if entry._wheel_where != UNFILED:
             raise ValueError(f"{entry!r} is already in a wheel")
-        seq = next(self._seq)
         entry._wheel_tick = tick
-        entry._wheel_seq = seq
-        entry._wheel_key = seq
         self._count += 1
         self._next = _UNKNOWN
         # _file() inlined: this is the hot path of every call_at.
         elapsed = self._elapsed
         if tick <= elapsed:
-            self._pending[seq] = entry
+            self._pending[entry] = None
             entry._wheel_where = PENDING
             return
         bits = ((elapsed ^ tick) | SLOT_MASK).bit_length()
         level = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
         slot = (tick >> (level * SLOT_BITS)) & SLOT_MASK
         where = (level << SLOT_BITS) | slot
-        self._slots[where][seq] = entry
+        self._slots[where][entry] = None
         self._occupied[level] |= 1 << slot
         entry._wheel_where = where
 
@@ -241,25 +223,14 @@ class TimerWheel(Generic[E]):
         self._count -= 1
 
     def reset(self, entry: E, tick: int) -> None:
-        """Move ``entry``'s deadline to ``tick`` in place; it must be in this wheel.
+        """Move ``entry``'s deadline to ``tick`` in place (O(1)); it must be in this wheel.
 
-        Later deadlines are taken lazily (two stores, re-filed when the old slot comes due);
-        earlier ones unlink and re-file. Either way the entry now ranks after entries already
-        in the wheel with the same deadline.
+        The entry then ranks after entries already in the wheel with the same deadline, as if
+        it had been removed and inserted again.
         """
-        where = entry._wheel_where
-        if where == UNFILED:
-            raise ValueError(f"{entry!r} is not in a wheel")
-        seq = next(self._seq)
-        if where >= 0 and tick > entry._wheel_tick:
-            entry._wheel_tick = tick
-            entry._wheel_seq = seq
-            return
         self._unlink(entry)
         entry._wheel_tick = tick
-        entry._wheel_seq = seq
-        entry._wheel_key = seq
-        self._file(entry, tick, seq)
+        self._file(entry, tick)
 
     def poll(self, now: int) -> list[E]:
         """Advance to tick ``now`` and return every entry due by then.
@@ -275,7 +246,7 @@ class TimerWheel(Generic[E]):
         if self._pending:
             pending = self._pending
             self._pending = {}
-            out = sorted(pending.values(), key=_tick_and_seq_of)
+            out = sorted(pending, key=_tick_of)  # stable: FIFO among equal ticks
             for entry in out:
                 entry._wheel_where = UNFILED
             self._count -= len(out)
@@ -293,14 +264,13 @@ class TimerWheel(Generic[E]):
 
     def clear(self) -> list[E]:
         """Remove and return every entry, in no particular order."""
-        out = list(self._pending.values())
+        out = list(self._pending)
         for bucket in self._slots:
-            out.extend(bucket.values())
-            bucket.clear()
+            out.extend(bucket)
+        self._slots = [{} for _ in range(NUM_LEVELS * SLOTS)]
         self._pending = {}
         self._occupied = [0] * NUM_LEVELS
         self._next = None
-        self._disordered.clear()
         for entry in out:
             entry._wheel_where = UNFILED
         self._count = 0
@@ -308,23 +278,24 @@ class TimerWheel(Generic[E]):
 
     def __iter__(self) -> Iterator[E]:
         """Every entry in the wheel, in no particular order (for introspection)."""
-        yield from self._pending.values()
+        yield from self._pending
         for bucket in self._slots:
-            yield from bucket.values()
+            yield from bucket
 
     # -- internals -----------------------------------------------------------------------
 
-    def _file(self, entry: E, tick: int, key: int) -> None:
+    def _file(self, entry: E, tick: int) -> None:
+        self._next = _UNKNOWN
         elapsed = self._elapsed
         if tick <= elapsed:
-            self._pending[key] = entry
+            self._pending[entry] = None
             entry._wheel_where = PENDING
             return
         bits = ((elapsed ^ tick) | SLOT_MASK).bit_length()
         level = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
         slot = (tick >> (level * SLOT_BITS)) & SLOT_MASK
         where = (level << SLOT_BITS) | slot
-        self._slots[where][key] = entry
+        self._slots[where][entry] = None
         self._occupied[level] |= 1 << slot
         entry._wheel_where = where
 
@@ -333,11 +304,16 @@ class TimerWheel(Generic[E]):
         where = entry._wheel_where
         if where >= 0:
             bucket = self._slots[where]
-            del bucket[entry._wheel_key]
+            del bucket[entry]
             if not bucket:
                 self._occupied[where >> SLOT_BITS] &= ~(1 << (where & SLOT_MASK))
+                # A dict never shrinks as keys are deleted: drop the emptied one so memory held
+                # by a burst of cancelled timers goes back at once.
+                self._slots[where] = {}
         elif where == PENDING:
-            del self._pending[entry._wheel_key]
+            del self._pending[entry]
+            if not self._pending:
+                self._pending = {}
         else:
             raise ValueError(f"{entry!r} is not in a wheel")
 
@@ -376,62 +352,45 @@ class TimerWheel(Generic[E]):
         self._occupied[level] &= ~(1 << slot)
         # Re-filing is relative to the slot's start, which becomes the wheel's position.
         self._elapsed = start
-        disordered = where in self._disordered
-        self._disordered.discard(where)
         end = start + (1 << (level * SLOT_BITS))
         if level and end <= now + 1:
-            self._release_whole(bucket, end, disordered, out)
+            self._release_whole(bucket, end, out)
             return
         slots = self._slots
         occupied = self._occupied
-        due: list[E] = []
-        for entry in bucket.values():
+        released = 0
+        for entry in bucket:
             tick = entry._wheel_tick
             if tick <= start:
                 entry._wheel_where = UNFILED
-                due.append(entry)
+                out.append(entry)
+                released += 1
                 continue
             # Cascade: _file() inlined (tick > start, so never pending).
-            seq = entry._wheel_seq
             bits = ((start ^ tick) | SLOT_MASK).bit_length()
             lvl = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
             s = (tick >> (lvl * SLOT_BITS)) & SLOT_MASK
             target = (lvl << SLOT_BITS) | s
-            slots[target][seq] = entry
+            slots[target][entry] = None
             occupied[lvl] |= 1 << s
             entry._wheel_where = target
-            if disordered or entry._wheel_key != seq:
-                # A lazily extended entry (or one from a slot that had one) may arrive after
-                # entries with a later sequence number.
-                self._disordered.add(target)
-                entry._wheel_key = seq
-        if due:
-            # A slot's entries arrive in sequence order (a cascade of an ordered parent slot,
-            # then fresh inserts), unless a lazily extended entry was re-filed into it.
-            if disordered:
-                due.sort(key=_seq_of)
-            out.extend(due)
-            self._count -= len(due)
+        self._count -= released
 
-    def _release_whole(
-        self, bucket: dict[int, E], end: int, disordered: bool, out: list[E]
-    ) -> None:
+    def _release_whole(self, bucket: dict[E, None], end: int, out: list[E]) -> None:
         """Release a higher-level slot whose whole span is due, without cascading it.
 
         When time has jumped past a coarse slot's end (a long callback, a sleeping process),
         grouping its entries by tick is several times cheaper than filing each one a level
-        lower only to take it out again a moment later.
+        lower only to take it out again a moment later. Groups keep arrival (FIFO) order.
         """
         groups: dict[int, list[E]] = {}
         later: list[E] = []
-        for entry in bucket.values():
+        for entry in bucket:
             tick = entry._wheel_tick
-            if tick >= end:  # lazily extended past this slot: file it again
+            if tick >= end:  # a top-level entry for a later lap
                 later.append(entry)
                 continue
             entry._wheel_where = UNFILED
-            if entry._wheel_key != entry._wheel_seq:
-                disordered = True  # lazily extended inside this slot: its seq moved on
             group = groups.get(tick)
             if group is None:
                 groups[tick] = [entry]
@@ -440,20 +399,8 @@ class TimerWheel(Generic[E]):
         released = 0
         for tick in sorted(groups):
             group = groups[tick]
-            if disordered and len(group) > 1:
-                group.sort(key=_seq_of)
             out.extend(group)
             released += len(group)
         self._count -= released
         for entry in later:
-            self._refile(entry, disordered)
-
-    def _refile(self, entry: E, disordered: bool) -> None:
-        """File an entry taken out of a processed slot again, under its current sequence number."""
-        seq = entry._wheel_seq
-        if disordered or entry._wheel_key != seq:
-            entry._wheel_key = seq
-            self._file(entry, entry._wheel_tick, seq)
-            self._disordered.add(entry._wheel_where)
-        else:
-            self._file(entry, entry._wheel_tick, seq)
+            self._file(entry, entry._wheel_tick)
