@@ -218,7 +218,17 @@ class TimerWheel(Generic[E]):
 
     def remove(self, entry: E) -> None:
         """Take ``entry`` out of the wheel at once (O(1)); it must be in this wheel."""
-        self._unlink(entry)
+        # _unlink() inlined: this is the hot path of every cancelled timeout.
+        self._next = _UNKNOWN
+        where = entry._wheel_where
+        if where >= 0:
+            bucket = self._slots[where]
+            del bucket[entry]
+            if not bucket:
+                self._occupied[where >> SLOT_BITS] &= ~(1 << (where & SLOT_MASK))
+                self._slots[where] = {}
+        else:
+            self._unlink(entry)
         entry._wheel_where = UNFILED
         self._count -= 1
 
