@@ -3,11 +3,13 @@
 Run on demand, not in the tests::
 
     python bench/server.py            # full matrix, 3 s per cell
-    python bench/server.py --quick    # 1 connection count per size class, 1 s per cell
+    python bench/server.py --quick    # 1 and 50 connections, GET and SET, 1 s per cell
+    python bench/server.py --repeat 3 # each cell 3 times, interleaved; medians
 
 It starts two ``minidb serve`` processes (``--loop minidb`` and ``--loop asyncio``) and, for
 each cell (connections x pipeline depth x mix), runs a load-generator process against each in
-turn (interleaved, so drift of a shared machine hits both alike). The generator is an asyncio
+turn (interleaved, so drift of a shared machine hits both alike; with ``--repeat`` the pair
+is run several times and each figure is the median). The generator is an asyncio
 ``Protocol`` client (on uvloop when installed, to raise its own ceiling) that keeps ``depth``
 requests in flight per connection, writes each connection's refill in one ``write``, and
 records the latency of every request. It prints requests/s, p50 and p99 latency, and the ratio
@@ -26,6 +28,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -189,6 +192,10 @@ def run_cell(port: int, conns: int, depth: int, mix: str, seconds: float) -> dic
     return dict(json.loads(out.stdout))
 
 
+def _median(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(run[key] for run in runs) for key in runs[0]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer cells, 1 s each")
@@ -196,6 +203,7 @@ def main() -> None:
     parser.add_argument("--conns", default=None, help="comma-separated connection counts")
     parser.add_argument("--depths", default="1,16", help="comma-separated pipeline depths")
     parser.add_argument("--mixes", default=None, help="comma-separated mixes: get,set,mix")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median)")
     args = parser.parse_args()
     seconds = args.seconds or (1.0 if args.quick else 3.0)
     conns = [int(c) for c in (args.conns or ("1,50" if args.quick else "1,50,500")).split(",")]
@@ -216,8 +224,11 @@ def main() -> None:
             for c in conns:
                 for d in depths:
                     for mix in mixes:
-                        results = {s.name: run_cell(s.port, c, d, mix, seconds) for s in servers}
-                        a, b = results["minidb"], results["asyncio"]
+                        runs: dict[str, list[dict[str, float]]] = {s.name: [] for s in servers}
+                        for _ in range(args.repeat):
+                            for s in servers:
+                                runs[s.name].append(run_cell(s.port, c, d, mix, seconds))
+                        a, b = _median(runs["minidb"]), _median(runs["asyncio"])
                         errors = a["errors"] + b["errors"]
                         print(f"{c:>5} {d:>5} {mix:>4} | {a['rps']:>12,.0f} {a['p50_ms']:>7.2f} "
                               f"{a['p99_ms']:>7.2f} | {b['rps']:>13,.0f} {b['p50_ms']:>7.2f} "

@@ -53,9 +53,11 @@ class RecordingLoop(asyncio.SelectorEventLoop):
     def __init__(self) -> None:
         super().__init__()
         self.rescheduled: list[tuple[asyncio.TimerHandle, float]] = []
+        self.armed = True
 
-    def reschedule(self, handle: asyncio.TimerHandle, when: float) -> None:
+    def reschedule(self, handle: asyncio.TimerHandle, when: float) -> bool:
         self.rescheduled.append((handle, when))
+        return self.armed
 
 
 @pytest.fixture
@@ -118,6 +120,15 @@ def test_connection_idle_deadline_is_rescheduled_not_recreated(loop: RecordingLo
     handle, when = loop.rescheduled[0]
     assert handle is first_timer and conn._idle is first_timer
     assert when == pytest.approx(loop.time() + 30.0, abs=0.5)
+
+
+def test_connection_idle_timer_no_longer_armed_is_replaced(loop: RecordingLoop) -> None:
+    """If reschedule reports the timer was not armed any more, a new one is made."""
+    conn, _, _ = _connection(loop)
+    first_timer = conn._idle
+    loop.armed = False
+    conn.data_received(b"GET b k\n")
+    assert conn._idle is not first_timer and conn._idle is not None
 
 
 def test_connection_idle_timer_without_reschedule_is_replaced() -> None:

@@ -104,13 +104,16 @@ def test_serve_requests_push_the_idle_deadline_out(serve: ServeFactory) -> None:
 
 def test_serve_burst_against_tiny_mailbox_sheds_some(serve: ServeFactory) -> None:
     """Against --mailbox 1 a burst gets some ERR busy, and not only ERR busy."""
-    server = serve("--mailbox", "1")
+    server = serve("--mailbox", "1", "--metrics-port", "0")
     conns = [server.client() for _ in range(8)]
     burst = [f"SET b k{i} v" for i in range(200)]
     for conn in conns:
         conn.send("".join(line + "\n" for line in burst).encode())
     replies = [conn.read_line().decode() for conn in conns for _ in burst]
     assert set(replies) == {"OK", "ERR busy"}
+    shed = replies.count("ERR busy")
+    assert f"minidb_shed_total {shed:.1f}" in _metrics(server)
+    assert f'minidb_requests_total{{outcome="shed",verb="SET"}} {shed:.1f}' in _metrics(server)
 
 
 def _metrics(server: ServerProcess) -> str:

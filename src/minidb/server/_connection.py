@@ -31,7 +31,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import Any, cast
+from typing import cast
 
 from minidb.errors import UnavailableError
 from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
@@ -107,7 +107,7 @@ class LineConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._idle: asyncio.TimerHandle | None = None
         self._request_timer: asyncio.TimerHandle | None = None
-        self._reschedule: Callable[[asyncio.TimerHandle, float], Any] | None = getattr(
+        self._reschedule: Callable[[asyncio.TimerHandle, float], bool | None] | None = getattr(
             loop, "reschedule", None
         )
         self._closed = False
@@ -222,11 +222,9 @@ class LineConnection(asyncio.Protocol):
         if idle is None:
             return
         when = now + self._idle_s
-        if self._reschedule is not None:
-            moved = self._reschedule(idle, when)
-            if isinstance(moved, asyncio.TimerHandle):
-                self._idle = moved
-        else:
+        # reschedule() moves the armed timer in place and returns False if it was no longer
+        # armed; then (and on loops without it) a fresh timer replaces the old one.
+        if self._reschedule is None or self._reschedule(idle, when) is False:
             idle.cancel()
             self._idle = self._loop.call_at(when, self._on_idle)
 

@@ -98,9 +98,13 @@ class Server:
         self._listener = bind_listener(config.host, config.port)
         self.line_address = address_of(self._listener)
         if config.metrics_port is not None:
-            self._metrics_server = await loop.create_server(
-                lambda: MetricsHTTP(self.registry), config.host, config.metrics_port
-            )
+            try:
+                self._metrics_server = await loop.create_server(
+                    lambda: MetricsHTTP(self.registry), config.host, config.metrics_port
+                )
+            except BaseException:
+                self._listener.close()
+                raise
             sockets = self._metrics_server.sockets
             self.metrics_address = address_of(sockets[0])
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
