@@ -72,6 +72,7 @@ def test_owner_log_failure_acknowledges_nothing_and_turns_read_only(failure: str
     owner.commit([later])
     assert later.replies == [b"ERR read-only: No space left on device\n", b"VALUE old\n"]
     assert owner.statistics().not_logged == 2
+    assert owner.statistics().refused == {("SET", "not_logged"): 2, ("SET", "read_only"): 1}
 
 
 def test_owner_checkpoints_when_log_asks() -> None:

@@ -49,14 +49,15 @@ class ServerCollector(Collector):
         requests = CounterMetricFamily(
             "minidb_requests", "Requests by verb and outcome", labels=["verb", "outcome"]
         )
+        # A write refused by a failed log was applied and rolled back, so the state counted it.
         applied = {
             ("GET", "ok"): store.gets,
-            ("SET", "ok"): store.sets - owner.not_logged,
-            ("DEL", "ok"): store.dels,
+            ("SET", "ok"): store.sets - owner.refused.get(("SET", "not_logged"), 0),
+            ("DEL", "ok"): store.dels - owner.refused.get(("DEL", "not_logged"), 0),
             ("SCAN", "ok"): store.scans,
             ("INVALID", "error"): store.invalid,
         }
-        for (verb, outcome), value in {**applied, **stats.refused}.items():
+        for (verb, outcome), value in {**applied, **stats.refused, **owner.refused}.items():
             requests.add_metric([verb, outcome], max(value, 0))
         yield requests
         yield CounterMetricFamily(

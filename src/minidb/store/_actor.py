@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from minidb import _failpoints
 from minidb.errors import WalError
-from minidb.protocol import UNAVAILABLE, WRITES, Request, error_reply
+from minidb.protocol import UNAVAILABLE, WRITES, Request, Set, error_reply
 from minidb.store._log import CommitLog
 from minidb.store._mailbox import Batch, Mailbox, ReplySink
 from minidb.store._state import Journal, StoreState
@@ -54,6 +54,8 @@ class OwnerStatistics:
     checkpoints: int
     not_logged: int
     read_only_refusals: int
+    refused: dict[tuple[str, str], int]
+    """(verb, outcome) -> writes refused: outcome ``not_logged`` or ``read_only``."""
     mailbox_depth: int
     mailbox_capacity: int
     read_only: str | None
@@ -87,6 +89,7 @@ class StoreOwner:
         self._read_only: str | None = None
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
         self._not_logged = self._read_only_refusals = 0
+        self._refused: dict[tuple[str, str], int] = {}
         self._sizes = [0] * (len(BATCH_SIZE_BOUNDS) + 1)
         self._size_sum = 0
 
@@ -157,6 +160,7 @@ class StoreOwner:
     def _execute_read_only(self, request: Request) -> bytes:
         if isinstance(request, WRITES):
             self._read_only_refusals += 1
+            self._count_refused(request, "read_only")
             return error_reply("read-only: " + (self._read_only or ""))
         return self.state.execute(request, None)
 
@@ -170,11 +174,16 @@ class StoreOwner:
             for request in batch.requests:
                 if isinstance(request, WRITES):
                     self._not_logged += 1
+                    self._count_refused(request, "not_logged")
                     replies.append(not_logged)
                 else:
                     replies.append(self.state.execute(request, None))
             results.append(replies)
         return results
+
+    def _count_refused(self, request: Request, outcome: str) -> None:
+        key = ("SET" if isinstance(request, Set) else "DEL", outcome)
+        self._refused[key] = self._refused.get(key, 0) + 1
 
     def _maybe_checkpoint(self) -> None:
         try:
@@ -209,6 +218,7 @@ class StoreOwner:
             checkpoints=self._checkpoints,
             not_logged=self._not_logged,
             read_only_refusals=self._read_only_refusals,
+            refused=dict(self._refused),
             mailbox_depth=len(self.mailbox),
             mailbox_capacity=self.mailbox.capacity,
             read_only=self._read_only,
