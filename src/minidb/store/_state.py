@@ -105,9 +105,7 @@ class StoreState:
             self._sets += 1
             old = self._put(request.bucket, request.key, request.value)
             if journal is not None:
-                journal.records.append(
-                    b"SET " + request.bucket + b" " + request.key + b" " + request.value
-                )
+                journal.records.append(b" ".join((b"SET", *request)))
                 journal.undo.append((request.bucket, request.key, old))
             return OK
         if kind is Delete:
