@@ -5,6 +5,9 @@
 - ``WheelEventLoop``: a drop-in asyncio event loop whose timers live on the wheel, with
   ``loop.reschedule(handle, when)`` to move an armed timer in place.
 - ``timeout()`` / ``timeout_at()``: ``asyncio.timeout`` whose ``reschedule()`` uses it.
+- ``enable_introspection()``, ``snapshot()``, ``snapshot_json()``: per-task polls, busy and
+  scheduled time, blocking-step detection, loop-wide figures (``_introspection.py``).
+- ``minidb.runtime.testing``: the paused-clock loop for tests, and a pytest plugin.
 - ``run()``, ``new_event_loop()``, ``EventLoopPolicy``: ways to switch a program over::
 
       minidb.runtime.run(main())                                       # like asyncio.run
@@ -20,7 +23,17 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from minidb.runtime._introspection import (
+    DEFAULT_BLOCKING_THRESHOLD_S,
+    BlockingEvent,
+    IntrospectionStatistics,
+    disable_introspection,
+    enable_introspection,
+    snapshot,
+    snapshot_json,
+)
 from minidb.runtime._loop import (
+    INTROSPECTION_ENV,
     EventLoopPolicy,
     WheelEventLoop,
     WheelTimerHandle,
@@ -30,15 +43,23 @@ from minidb.runtime._timeout import Timeout, timeout, timeout_at
 from minidb.runtime._wheel import TimerWheel, WheelEntry, WheelStatistics
 
 __all__ = [
+    "DEFAULT_BLOCKING_THRESHOLD_S",
+    "INTROSPECTION_ENV",
+    "BlockingEvent",
     "EventLoopPolicy",
+    "IntrospectionStatistics",
     "Timeout",
     "TimerWheel",
     "WheelEntry",
     "WheelEventLoop",
     "WheelStatistics",
     "WheelTimerHandle",
+    "disable_introspection",
+    "enable_introspection",
     "new_event_loop",
     "run",
+    "snapshot",
+    "snapshot_json",
     "timeout",
     "timeout_at",
 ]

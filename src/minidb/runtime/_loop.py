@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import os
 import sys
 from asyncio import base_events, events, format_helpers
 from asyncio.log import logger
@@ -39,6 +40,9 @@ from minidb.runtime._wheel import UNFILED, TimerWheel, WheelStatistics
 
 TICKS_PER_SECOND = 1000
 """Wheel resolution: 1 ms ticks, like Tokio. Deadlines round up to the next tick."""
+
+INTROSPECTION_ENV = "MINIDB_INTROSPECTION"
+"""Environment variable: set to 1 to switch introspection on in every new loop."""
 
 MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 """Longest single wait in the selector, in seconds (the same cap as stock asyncio)."""
@@ -121,11 +125,19 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
     _process_events: Callable[[Any], None]
     slow_callback_duration: float
 
+    _introspector: Any = None
+    """The ``Introspector`` while introspection is on (``_introspection.py``), else None."""
+
     def __init__(self, selector: Any = None) -> None:
         super().__init__(selector)
         self._wheel: TimerWheel[WheelTimerHandle] = TimerWheel(
             max(0, math.floor(self.time() * TICKS_PER_SECOND))
         )
+        if os.environ.get(INTROSPECTION_ENV, "0") not in ("", "0"):
+            # Imported here: the module instruments this class, and costs nothing when off.
+            from minidb.runtime._introspection import enable_introspection
+
+            enable_introspection(self)
 
     # -- scheduling ----------------------------------------------------------------------
 
@@ -225,6 +237,8 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
     # -- the loop ------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._introspector is not None:
+            self._introspector.uninstall()
         super().close()
         for handle in self._wheel.clear():
             handle._scheduled = False
