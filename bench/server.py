@@ -5,6 +5,7 @@ Run on demand, not in the tests::
     python bench/server.py            # full matrix, 3 s per cell
     python bench/server.py --quick    # 1 and 50 connections, GET and SET, 1 s per cell
     python bench/server.py --repeat 3 # each cell 3 times, interleaved; medians
+    python bench/server.py --inproc   # the server's CPU per request, without sockets
 
 It starts two ``minidb serve`` processes (``--loop minidb`` and ``--loop asyncio``) and, for
 each cell (connections x pipeline depth x mix), runs a load-generator process against each in
@@ -147,6 +148,54 @@ def generator_main(argv: list[str]) -> None:
     print(json.dumps(result))
 
 
+# -- the server's own cost, without sockets ----------------------------------------------------
+
+
+class _NullTransport(asyncio.Transport):
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 0) if name == "peername" else default
+
+
+def inproc(conns: int = 50, depth: int = 16, rounds: int = 400) -> None:
+    """Microseconds per request for connection parsing + owner commit + reply join, without
+    syscalls: feeds ``conns`` connections one read of ``depth`` requests each, then commits."""
+    import minidb.runtime
+    from minidb.server import ServerConfig
+    from minidb.server._connection import Hub, LineConnection
+    from minidb.store import NullLog, StoreOwner, StoreState
+
+    for loop_name in ("minidb", "asyncio"):
+        loop = (minidb.runtime.new_event_loop() if loop_name == "minidb"
+                else asyncio.SelectorEventLoop())
+        owner = StoreOwner(StoreState(), NullLog(), mailbox=MAILBOX)
+        hub = Hub(ServerConfig(), owner)
+        connections = []
+        for _ in range(conns):
+            conn = LineConnection(hub, loop)
+            conn.connection_made(_NullTransport())
+            connections.append(conn)
+        for verb in ("SET", "GET"):
+            chunk = b"".join(
+                (b"SET bench k%d %b\n" % (i, VALUE)) if verb == "SET" else b"GET bench k%d\n" % i
+                for i in range(depth)
+            )
+            for conn in connections:  # warm-up: the keys exist, the code paths are hot
+                conn.data_received(chunk)
+            owner.commit(owner.mailbox.take_all())
+            started = time.perf_counter()
+            for _ in range(rounds):
+                for conn in connections:
+                    conn.data_received(chunk)
+                owner.commit(owner.mailbox.take_all())
+            per_request = (time.perf_counter() - started) / (rounds * conns * depth)
+            print(f"{loop_name:>7} {verb}: {per_request * 1e6:.2f} us/request "
+                  f"({conns} connections x {depth} per read)")
+        loop.close()
+
+
 # -- the driver -------------------------------------------------------------------------------
 
 
@@ -204,7 +253,13 @@ def main() -> None:
     parser.add_argument("--depths", default="1,16", help="comma-separated pipeline depths")
     parser.add_argument("--mixes", default=None, help="comma-separated mixes: get,set,mix")
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell (median)")
+    parser.add_argument(
+        "--inproc", action="store_true", help="only the server's CPU per request, no sockets"
+    )
     args = parser.parse_args()
+    if args.inproc:
+        inproc()
+        return
     seconds = args.seconds or (1.0 if args.quick else 3.0)
     conns = [int(c) for c in (args.conns or ("1,50" if args.quick else "1,50,500")).split(",")]
     depths = [int(d) for d in args.depths.split(",")]
