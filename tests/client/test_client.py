@@ -1,10 +1,9 @@
 """The async client and its retry, against an in-process server; retry timing on a loop
-whose clock only moves when the loop would otherwise sleep."""
+whose clock only moves when the loop would otherwise sleep (tests/server/_clock.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import selectors
 import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -17,36 +16,7 @@ from minidb.client import Backoff, Client, SyncClient, retry
 from minidb.errors import ProtocolError
 from minidb.protocol import Error, Ok, Value
 from minidb.server import Server, ServerConfig
-
-
-class _JumpingSelector(selectors.DefaultSelector):
-    """Never blocks: a wait for ``timeout`` seconds advances the loop's clock instead."""
-
-    def __init__(self, loop: VirtualClockLoop) -> None:
-        super().__init__()
-        self._loop = loop
-
-    def select(self, timeout: float | None = None) -> list[Any]:
-        events = super().select(0)
-        if not events and timeout is not None and timeout > 0:
-            self._loop.now += timeout
-        return events
-
-
-class VirtualClockLoop(asyncio.SelectorEventLoop):
-    """A selector loop on a virtual clock: sleeping costs no wall time and is exact."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        super().__init__(_JumpingSelector(self))
-
-    def time(self) -> float:
-        return self.now
-
-
-def _on_virtual_clock(body: Callable[[], Awaitable[Any]]) -> Any:
-    with asyncio.Runner(loop_factory=VirtualClockLoop) as runner:
-        return runner.run(body())  # type: ignore[arg-type]
+from tests.server._clock import run_on_virtual_clock
 
 
 def _ms(seconds: float) -> int:
@@ -68,7 +38,7 @@ def test_retry_waits_the_backoff_delays_to_the_millisecond() -> None:
             await retry(failing, Backoff(attempts=5, base=0.1, cap=1.0), random=lambda: 0.5)
         calls.append(loop.time())
 
-    _on_virtual_clock(body)
+    run_on_virtual_clock(body)
     # waits 50, 100, 200, 400 ms; the final entry is when retry gave up: no trailing wait.
     assert [_ms(t) for t in calls] == [0, 50, 150, 350, 750, 750]
 
@@ -83,7 +53,7 @@ def test_retry_first_success_returns_without_waiting() -> None:
         result = await retry(ok, Backoff(attempts=3), random=lambda: 0.9)
         return result, asyncio.get_running_loop().time()
 
-    assert _on_virtual_clock(body) == ("done", 0.0)
+    assert run_on_virtual_clock(body) == ("done", 0.0)
 
 
 def test_retry_stops_at_first_success_and_respects_cap() -> None:
@@ -101,7 +71,7 @@ def test_retry_stops_at_first_success_and_respects_cap() -> None:
 
         return await retry(flaky, Backoff(attempts=9, base=1.0, cap=2.5), random=lambda: 1.0)
 
-    assert _on_virtual_clock(body) == "up"
+    assert run_on_virtual_clock(body) == "up"
     assert [_ms(t) for t in calls] == [0, 1000, 3000, 5500, 8000]
 
 
@@ -119,7 +89,7 @@ def test_client_connect_retries_a_refused_port_on_the_loop_clock() -> None:
             )
         return asyncio.get_running_loop().time()
 
-    assert _ms(_on_virtual_clock(body)) == 150  # 0.25 * 200 ms + 0.25 * 400 ms
+    assert _ms(run_on_virtual_clock(body)) == 150  # 0.25 * 200 ms + 0.25 * 400 ms
 
 
 async def _with_server(data_dir: Path, body: Callable[[int], Awaitable[None]]) -> None:

@@ -14,6 +14,7 @@ from minidb.protocol import Get, RequestDecoder
 from minidb.server import Server, ServerConfig
 from minidb.server._connection import Hub, LineConnection
 from minidb.store import MemoryLog, StoreOwner, StoreState
+from tests.server._clock import run_on_virtual_clock
 
 
 class FakeTransport(asyncio.Transport):
@@ -210,3 +211,29 @@ def test_connection_crash_affects_only_its_own_connection(
             assert await server.serve() == 0
 
     minidb.runtime.run(body())
+
+
+def test_connection_idle_timeout_fires_exactly_on_the_loop_clock(tmp_path: Path) -> None:
+    """With the default 30 s, a client silent after its last request is closed 30 s later
+    by the loop's clock (a virtual one here: the test takes no wall time)."""
+
+    async def body() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        server = Server(ServerConfig(port=0, data_dir=tmp_path))
+        await server.start()
+        assert server.line_address is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.line_address[1])
+        await asyncio.sleep(10)
+        writer.write(b"GET b k\n")
+        assert await reader.readline() == b"NIL\n"
+        last_request = loop.time()
+        assert await reader.read() == b""
+        closed = loop.time()
+        writer.close()
+        server.request_shutdown()
+        await server.serve()
+        return last_request, closed
+
+    last_request, closed = run_on_virtual_clock(body)
+    assert last_request >= 10.0
+    assert closed - last_request == pytest.approx(30.0, abs=0.01)
