@@ -237,3 +237,36 @@ def test_connection_idle_timeout_fires_exactly_on_the_loop_clock(tmp_path: Path)
     last_request, closed = run_on_virtual_clock(body)
     assert last_request >= 10.0
     assert closed - last_request == pytest.approx(30.0, abs=0.01)
+
+
+def test_connection_request_timeout_exact_and_write_lands_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the owner delayed 5 s per batch and the default 2 s request timeout, the client
+    hears ERR busy at exactly 2 s and the write is in the store at 5 s."""
+    from minidb import _failpoints
+
+    monkeypatch.setattr(_failpoints, "ACTIVE", _failpoints.parse("store.apply=delay(5)"))
+
+    async def body() -> list[tuple[float, bytes]]:
+        loop = asyncio.get_running_loop()
+        server = Server(ServerConfig(port=0, data_dir=tmp_path))
+        await server.start()
+        assert server.line_address is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.line_address[1])
+        started = loop.time()
+        writer.write(b"SET users alice late\n")
+        reply = await reader.readline()
+        seen = [(loop.time() - started, reply)]
+        while server.statistics().store.keys == 0:
+            await asyncio.sleep(0.001)
+        seen.append((loop.time() - started, b"landed"))
+        writer.close()
+        server.request_shutdown()
+        await server.serve()
+        return seen
+
+    (busy_at, reply), (landed_at, _) = run_on_virtual_clock(body)
+    assert reply == b"ERR busy\n"
+    assert busy_at == pytest.approx(2.0, abs=0.01)
+    assert landed_at == pytest.approx(5.0, abs=0.01)
