@@ -144,16 +144,16 @@ class LineConnection(asyncio.Protocol):
             if room > 0:
                 batch = Batch(requests[:room], self, batch.deadline)
                 refused = Batch(requests[room:], self, batch.deadline)
-                self._send(batch, now)
+                self._send(batch)
             refused.replies = [BUSY] * len(refused.requests)
             self._hub.shed += len(refused.requests)
             self._hub.count_refused(refused, "shed")
             pending.append(refused)
             self.flush()
             return
-        self._send(batch, now)
+        self._send(batch)
 
-    def _send(self, batch: Batch, now: float) -> None:
+    def _send(self, batch: Batch) -> None:
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
