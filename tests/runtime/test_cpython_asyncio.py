@@ -41,6 +41,7 @@ here prove the harness can fail at all, on deliberately broken subclasses of our
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import sys
 import warnings
@@ -49,6 +50,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+import minidb.runtime
 
 
 def _load_harness() -> ModuleType:
@@ -87,7 +90,9 @@ FLOORS = {
 EARLY_TIMERS = harness.Job("test_tasks", "early-timers", ("PyTask_PyFuture_Tests.",))
 LIFO_CALLBACKS = harness.Job("test_queues", "lifo-callbacks")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+HARNESS_TIMEOUT_S = 600
+"""pytest-timeout bound on a harness test, whose fixture runs the child processes: about 40 s
+when all is well, several minutes when tests hang and the watchdog must resume modules."""
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +127,8 @@ def _describe(report: Any, ids: set[str]) -> str:
     return "\n".join(lines)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(HARNESS_TIMEOUT_S)
 @pytest.mark.parametrize("module", MODULES)
 def test_cpython_module_passes_what_stock_passes(reports: dict[Any, Any], module: str) -> None:
     """Every test of the module that passes on the stock loop passes on WheelEventLoop."""
@@ -138,6 +145,8 @@ def test_cpython_module_passes_what_stock_passes(reports: dict[Any, Any], module
     assert not failing, _describe(ours, failing)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(HARNESS_TIMEOUT_S)
 @pytest.mark.parametrize("module", MODULES)
 def test_cpython_module_runs_on_wheel_loop(reports: dict[Any, Any], module: str) -> None:
     """Enough of the module's tests really ran on our loop class and on our policy's loops."""
@@ -147,6 +156,8 @@ def test_cpython_module_runs_on_wheel_loop(reports: dict[Any, Any], module: str)
     assert ours.on_policy_loop >= on_policy, ours.summary()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(HARNESS_TIMEOUT_S)
 def test_harness_reports_early_timers_as_failures(reports: dict[Any, Any]) -> None:
     """A WheelEventLoop that fires every timer 50 ms early fails tests that pass on stock."""
     stock = reports[harness.Job(EARLY_TIMERS.module, "stock")]
@@ -156,6 +167,8 @@ def test_harness_reports_early_timers_as_failures(reports: dict[Any, Any]) -> No
     assert len(failing) >= 2, _describe(broken, failing)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(HARNESS_TIMEOUT_S)
 def test_harness_reports_lifo_callbacks_as_failures(reports: dict[Any, Any]) -> None:
     """A WheelEventLoop that runs call_soon callbacks newest first fails tests that pass on
     stock."""
@@ -164,3 +177,28 @@ def test_harness_reports_lifo_callbacks_as_failures(reports: dict[Any, Any]) -> 
     failing, _ = harness.confirm_regressions(stock, LIFO_CALLBACKS, broken)
     assert broken.on_loop_under_test >= 40, broken.summary()
     assert len(failing) >= 5, _describe(broken, failing)
+
+
+LOOP_CLASSES: dict[str, Any] = {
+    "stock": asyncio.SelectorEventLoop,
+    "wheel": minidb.runtime.WheelEventLoop,
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOP_CLASSES))
+def test_loop_call_later_goes_through_subclass_call_at(name: str) -> None:
+    """A subclass overriding call_at also sees call_later's timers, as CPython's TestLoop needs."""
+    base = LOOP_CLASSES[name]
+    seen: list[float] = []
+
+    class Recording(base):  # type: ignore[misc,valid-type]
+        def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> Any:
+            seen.append(when)
+            return super().call_at(when, callback, *args, context=context)
+
+    loop = Recording()
+    try:
+        loop.call_later(10.0, lambda: None).cancel()
+    finally:
+        loop.close()
+    assert len(seen) == 1
