@@ -38,7 +38,9 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import faulthandler
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -221,14 +223,25 @@ def _run_child(
     with stderr_path.open("wb") as stderr:
         try:
             # cwd: the tests create scratch files in the working directory.
-            proc = subprocess.run(command, cwd=workdir, stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL, stderr=stderr, timeout=timeout,
-                                  check=False)
+            proc = subprocess.run(command, cwd=workdir, env=_child_environment(),
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=stderr, timeout=timeout, check=False)
             returncode: int | None = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = None
     tail = stderr_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
     return _read_events(events), returncode, tail
+
+
+def _child_environment() -> dict[str, str]:
+    """This process's environment, with minidb importable in the child however it was here
+    (an installed package, or a path added by pytest or by hand)."""
+    env = dict(os.environ)
+    spec = importlib.util.find_spec("minidb")
+    if spec is not None and spec.submodule_search_locations:
+        root = str(Path(next(iter(spec.submodule_search_locations))).parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def run_jobs(
@@ -551,6 +564,7 @@ def main(argv: Sequence[str]) -> int:
     jobs = [Job(m, args.loop, tuple(args.only)) for m in args.modules or STANDARD_MODULES]
     reports = run_jobs(jobs, workers=args.workers)
     totals = [0, 0, 0, 0]
+    problems = 0
     for job in jobs:
         report = reports[job]
         print(report.summary())
@@ -558,14 +572,15 @@ def main(argv: Sequence[str]) -> int:
             detail = report.outcomes[test_id].detail
             print(f"    FAILED {test_id}" + (f"\n{detail}" if args.failures else ""))
         for problem in report.problems:
-            print(f"    PROBLEM {problem.splitlines()[0]}")
+            print(f"    PROBLEM {problem if args.failures else problem.splitlines()[0]}")
+        problems += len(report.problems)
         totals[0] += len(report.passed)
         totals[1] += len(report.failed)
         totals[2] += len(report.skipped)
         totals[3] += report.on_loop_under_test
     print(f"total [{args.loop}]: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped;"
           f" {totals[3]} ran on the loop under test")
-    return 1 if totals[1] else 0
+    return 1 if totals[1] or problems else 0
 
 
 if __name__ == "__main__":
