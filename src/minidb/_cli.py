@@ -57,5 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help()
         return 2
+    # Checked here, once for every command, rather than where failpoints are hit: a typo in
+    # the variable is a usage error of the whole invocation, not a crash deep in one layer.
+    from minidb import _failpoints
+
+    if _failpoints.ENV_ERROR is not None:
+        sys.stderr.write(f"minidb: error: {_failpoints.ENV_VAR}: {_failpoints.ENV_ERROR}\n")
+        return 2
     result = handler(args)
     return int(result or 0)

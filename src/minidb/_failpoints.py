@@ -16,10 +16,18 @@ Actions:
   passing hits.
 
 Known names: ``store.apply``, ``store.owner``, ``wal.append``, ``wal.sync``.
+
+A bad specification never breaks an import (the ``minidb`` command imports modules that use
+failpoints just to build its parser, and must still answer with a one-line usage error):
+importing this module records the problem in ``ENV_ERROR`` instead of raising, and ``minidb``'s
+``main`` checks it before running any command. Code that imports minidb as a library and never
+checks still cannot run with failpoints silently off: ``ACTIVE`` then holds a placeholder, so
+the guarded call sites reach ``hit``, which raises the parse error.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -83,18 +91,36 @@ def parse(spec: str) -> dict[str, Failpoint]:
     return points
 
 
+_INVALID = "<invalid MINIDB_FAILPOINTS>"
+"""Key of the placeholder ``ACTIVE`` holds while ``ENV_ERROR`` is set (never a real name)."""
+
+
 def load_from_env() -> dict[str, Failpoint]:
-    """(Re)read ``MINIDB_FAILPOINTS`` into ``ACTIVE`` and return it."""
+    """(Re)read ``MINIDB_FAILPOINTS`` into ``ACTIVE`` and return it; raise ``ValueError``
+    (and leave only the placeholder active) if the variable does not parse."""
+    global ENV_ERROR
     ACTIVE.clear()
-    ACTIVE.update(parse(os.environ.get(ENV_VAR, "")))
+    try:
+        points = parse(os.environ.get(ENV_VAR, ""))
+    except ValueError as exc:
+        ENV_ERROR = str(exc)
+        ACTIVE[_INVALID] = Failpoint(_INVALID, "invalid")
+        raise
+    ENV_ERROR = None
+    ACTIVE.update(points)
     return ACTIVE
 
 
 def hit(name: str) -> float:
     """Hit failpoint ``name`` if configured; see the module docstring for the result."""
+    if ENV_ERROR is not None and _INVALID in ACTIVE:
+        raise ValueError(f"{ENV_VAR}: {ENV_ERROR}")
     point = ACTIVE.get(name)
     return point.hit() if point is not None else 0.0
 
 
 ACTIVE: dict[str, Failpoint] = {}
-load_from_env()
+ENV_ERROR: str | None = None
+"""Why ``MINIDB_FAILPOINTS`` did not parse at import, or None."""
+with contextlib.suppress(ValueError):
+    load_from_env()

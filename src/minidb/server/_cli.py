@@ -52,12 +52,6 @@ def register(subparsers: Any) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:
-        # Importing the store reads MINIDB_FAILPOINTS; a bad spec is a usage error, not a crash.
-        from minidb import _failpoints  # noqa: F401
-    except ValueError as exc:
-        sys.stderr.write(f"minidb serve: error: MINIDB_FAILPOINTS: {exc}\n")
-        return 2
     from minidb.errors import ConfigError
     from minidb.server._config import ServerConfig
     from minidb.server._logging import configure
