@@ -124,10 +124,10 @@ def test_owner_death_answers_waiters_unavailable() -> None:
 async def _death_answers_unavailable() -> None:
     owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
 
-    def explode(batches: list[Batch]) -> None:
+    def explode(batches: list[Batch]) -> list[list[bytes]]:
         raise RuntimeError("boom")
 
-    owner.commit = explode  # type: ignore[method-assign]
+    owner._apply = explode  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(owner.run())
     first, second = _batch(Sink(), Get(b"u", b"x")), _batch(Sink(), Get(b"u", b"y"))
     owner.mailbox.put_nowait(first)

@@ -46,6 +46,19 @@ def register(subparsers: Any) -> None:
         "--metrics-port", type=int, default=None, metavar="PORT",
         help="serve Prometheus /metrics and /debug/tasks on this port (off by default)",
     )
+    parser.add_argument(
+        "--checkpoint-bytes", type=int, default=defaults.DEFAULT_CHECKPOINT_BYTES,
+        metavar="BYTES", help="write a snapshot after this much log (default 64 MiB)",
+    )
+    parser.add_argument(
+        "--commit-delay", type=int, default=defaults.DEFAULT_COMMIT_DELAY_US,
+        metavar="MICROSECONDS",
+        help="let a writing batch wait this long for more requests before its sync",
+    )
+    # Where the fdatasync runs: for benchmarks, not for operators (see store._actor).
+    parser.add_argument(
+        "--sync-in", choices=defaults.SYNC_PLACES, default="loop", help=argparse.SUPPRESS
+    )
     # Which event loop runs the server: for benchmarks and debugging, not for operators.
     parser.add_argument("--loop", choices=LOOPS, default="minidb", help=argparse.SUPPRESS)
     parser.set_defaults(handler=_serve)
@@ -67,6 +80,9 @@ def _serve(args: argparse.Namespace) -> int:
             mailbox=args.mailbox,
             grace=args.grace,
             metrics_port=args.metrics_port,
+            checkpoint_bytes=args.checkpoint_bytes,
+            commit_delay_us=args.commit_delay,
+            sync_in=args.sync_in,
         )
     except ConfigError as exc:
         sys.stderr.write(f"minidb serve: error: {exc}\n")
@@ -80,11 +96,18 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Any) -> int:
+    from minidb.errors import WalError
     from minidb.server._lifecycle import Server
 
     server = Server(config)
     try:
         await server.start()
+    except WalError as exc:
+        # Damage the log cannot cut off as a torn tail: serve nothing rather than a store
+        # missing acknowledged writes. One line naming the file and the byte offset.
+        where = f" (file {exc.path}, byte offset {exc.offset})" if exc.offset is not None else ""
+        sys.stderr.write(f"minidb serve: error: refusing to start: {exc}{where}\n")
+        return 1
     except OSError as exc:
         sys.stderr.write(f"minidb serve: error: cannot listen on {config.host}: {exc}\n")
         return 1

@@ -21,6 +21,16 @@ DEFAULT_MAILBOX = 4096
 """Requests the data owner's mailbox holds; a request that finds it full gets ``ERR busy``."""
 DEFAULT_GRACE_S = 10.0
 """How long a graceful shutdown waits for in-flight work before dropping it."""
+DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024
+"""Log bytes written since the last checkpoint that trigger the next (the WAL's own default)."""
+DEFAULT_COMMIT_DELAY_US = 0
+"""Microseconds a writing group waits for more requests before its sync (Postgres's
+commit_delay); 0: sync at once."""
+MAX_COMMIT_DELAY_US = 100_000
+"""Upper bound of ``--commit-delay``, as Postgres bounds commit_delay: a longer wait only adds
+latency, since a group never holds more than the mailbox anyway."""
+SYNC_PLACES = ("loop", "thread")
+"""Where the owner's fdatasync may run (``--sync-in``, for benchmarks): see ``store._actor``."""
 LISTEN_BACKLOG = 1024
 """Connections the kernel queues while we are not accepting (clamped by net.core.somaxconn)."""
 
@@ -38,6 +48,9 @@ class ServerConfig:
     mailbox: int = DEFAULT_MAILBOX
     grace: float = DEFAULT_GRACE_S
     metrics_port: int | None = None
+    checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
+    commit_delay_us: int = DEFAULT_COMMIT_DELAY_US
+    sync_in: str = "loop"
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port"):
@@ -49,6 +62,10 @@ class ServerConfig:
             if not (value > 0 and math.isfinite(value)):
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(f"{flag} must be a positive number of seconds")
-        for name in ("max_connections", "mailbox"):
+        for name in ("max_connections", "mailbox", "checkpoint_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+        if not 0 <= self.commit_delay_us <= MAX_COMMIT_DELAY_US:
+            raise ConfigError(f"--commit-delay must be 0-{MAX_COMMIT_DELAY_US} microseconds")
+        if self.sync_in not in SYNC_PLACES:
+            raise ConfigError(f"--sync-in must be one of {', '.join(SYNC_PLACES)}")

@@ -13,8 +13,10 @@ States: created -> started (listening, owner running) -> serving -> stopping -> 
   alive to every health check that only opens the port. Log it, drop every connection, exit
   status 1, and let whoever runs the process restart it (the log makes the restart recover).
 
-``open_store`` is where the state and its commit log are built: the one line to change when the
-write-ahead log replaces ``NullLog``.
+``open_store`` builds the state from the write-ahead log in ``--data-dir``: open it, replay every
+record through ``StoreState`` (snapshot first), and only then is anything bound, so a damaged
+log (``CorruptionError``) means nothing is ever served. A clean shutdown ends with a checkpoint,
+so the next start reads one snapshot instead of the history.
 """
 
 from __future__ import annotations
@@ -23,21 +25,18 @@ import asyncio
 import contextlib
 import logging
 import socket
+import time
 from dataclasses import dataclass
 
+from minidb.errors import CorruptionError, WalError
+from minidb.protocol import WRITES, parse_request
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Hub, LineConnection
 from minidb.server._listeners import accept_loop, address_of, bind_listener
 from minidb.server._logging import event
 from minidb.server._metrics import MetricsHTTP, new_registry
-from minidb.store import (
-    CommitLog,
-    NullLog,
-    OwnerStatistics,
-    StoreOwner,
-    StoreState,
-    StoreStatistics,
-)
+from minidb.store import OwnerStatistics, StoreOwner, StoreState, StoreStatistics
+from minidb.wal import DurableLog, WalStatistics, open_log
 
 logger = logging.getLogger("minidb.server")
 
@@ -45,10 +44,45 @@ SHUTDOWN_READ_ROUNDS = 2
 """Loop iterations granted on shutdown so bytes already in socket buffers are read in."""
 
 
-def open_store(config: ServerConfig) -> tuple[StoreState, CommitLog]:
-    """Create the data dir if missing and return the (replayed) state and its commit log."""
-    config.data_dir.mkdir(parents=True, exist_ok=True)
-    return StoreState(), NullLog()
+def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
+    """Open the log in the data dir (created if missing) and replay it into a new state.
+
+    Raises ``CorruptionError`` (file and offset) for damage other than a torn tail, and
+    ``WalError`` if the directory cannot be opened or is locked by another server.
+    """
+    started = time.perf_counter()
+    try:
+        log, replay = open_log(config.data_dir, checkpoint_bytes=config.checkpoint_bytes)
+    except OSError as exc:
+        raise WalError(f"cannot open the data dir: {exc}", path=str(config.data_dir)) from exc
+    state = StoreState()
+    try:
+        apply = state.apply
+        for number, payload in enumerate(replay):
+            request = parse_request(payload)
+            if not isinstance(request, WRITES):
+                # It passed its checksum, so it is what was written: a writer bug, not a
+                # torn disk. Refuse rather than guess what the record meant.
+                raise CorruptionError(
+                    f"live record {number} is not a write request: {payload[:80]!r}",
+                    path=str(config.data_dir),
+                )
+            apply(request)
+    except BaseException:
+        log.close()
+        raise
+    if log.torn_tail is not None:
+        torn = log.torn_tail
+        event(
+            logger, logging.WARNING, "wal_torn_tail_cut",
+            file=torn.name, offset=torn.good_offset, size=torn.size, reason=torn.problem,
+        )
+    event(
+        logger, logging.INFO, "store_replayed",
+        records=log.statistics().replayed, keys=len(state),
+        seconds=round(time.perf_counter() - started, 6),
+    )
+    return state, log
 
 
 def _fmt(address: tuple[str, int]) -> str:
@@ -67,6 +101,8 @@ class ServerStatistics:
     refused: dict[tuple[str, str], int]
     store: StoreStatistics
     owner: OwnerStatistics
+    wal: WalStatistics | None
+    replay_seconds: float
 
 
 class Server:
@@ -75,6 +111,8 @@ class Server:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self._owner: StoreOwner | None = None
+        self._log: DurableLog | None = None
+        self._replay_seconds = 0.0
         self._owner_task: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
         self._listener: socket.socket | None = None
@@ -91,11 +129,22 @@ class Server:
         """Open the store, bind every listener and start serving; raise ``OSError`` on bind."""
         loop = asyncio.get_running_loop()
         config = self.config
+        started = time.perf_counter()
         state, log = open_store(config)
-        self._owner = StoreOwner(state, log, mailbox=config.mailbox)
+        self._replay_seconds = time.perf_counter() - started
+        self._log = log
+        self._owner = StoreOwner(
+            state, log, mailbox=config.mailbox,
+            commit_delay=config.commit_delay_us / 1e6,
+            sync_in_thread=config.sync_in == "thread",
+        )
         self._hub = hub = Hub(config, self._owner)
         self._shutdown = loop.create_future()
-        self._listener = bind_listener(config.host, config.port)
+        try:
+            self._listener = bind_listener(config.host, config.port)
+        except BaseException:
+            log.close()
+            raise
         self.line_address = address_of(self._listener)
         if config.metrics_port is not None:
             try:
@@ -104,6 +153,7 @@ class Server:
                 )
             except BaseException:
                 self._listener.close()
+                log.close()
                 raise
             sockets = self._metrics_server.sockets
             self.metrics_address = address_of(sockets[0])
@@ -140,6 +190,7 @@ class Server:
         for conn in list(self._hub.connections):
             conn.abort()
         await self._close_metrics()
+        self.owner.log.close()
         return 1
 
     async def _graceful_shutdown(self) -> int:
@@ -172,10 +223,27 @@ class Server:
             pass  # it died while draining; already answered its waiters, nothing to keep
         with contextlib.suppress(BaseException):
             await self._owner_task
+        self._checkpoint_on_shutdown()
         self._owner.log.close()
         await self._close_metrics()
         event(logger, logging.INFO, "shutdown_complete", dropped_connections=dropped)
         return 0
+
+    def _checkpoint_on_shutdown(self) -> None:
+        """Snapshot the store if the owner finished cleanly and there is log since the last
+        checkpoint, so the next start reads one file instead of replaying history."""
+        owner, task, log = self._owner, self._owner_task, self._log
+        assert owner is not None and task is not None and log is not None
+        if task.cancelled() or task.exception() is not None:
+            return  # a group may have been cut short: only the log itself is trustworthy
+        if log.failure is not None or log.statistics().log_bytes == 0:
+            return
+        started = time.perf_counter()
+        done = owner.final_checkpoint()
+        event(
+            logger, logging.INFO, "shutdown_checkpoint", ok=done, keys=len(owner.state),
+            seconds=round(time.perf_counter() - started, 6),
+        )
 
     async def _stop_accepting(self) -> None:
         if self._accept_task is not None:
@@ -211,4 +279,6 @@ class Server:
             refused=dict(hub.rejected_verbs),
             store=self._owner.state.statistics(),
             owner=self._owner.statistics(),
+            wal=self._log.statistics() if self._log is not None else None,
+            replay_seconds=self._replay_seconds,
         )

@@ -91,10 +91,35 @@ class ServerCollector(Collector):
             buckets=buckets,
             sum_value=owner.batch_size_sum,
         )
+        wal = stats.wal
         yield CounterMetricFamily(
-            "minidb_wal_appends", "Records appended to the commit log", owner.appends
+            "minidb_wal_appends", "Records appended to the write-ahead log",
+            wal.appends if wal is not None else owner.appends,
         )
-        yield CounterMetricFamily("minidb_wal_syncs", "Commit log syncs", owner.syncs)
+        yield CounterMetricFamily(
+            "minidb_wal_syncs", "fdatasyncs of the write-ahead log that carried records",
+            wal.syncs if wal is not None else owner.syncs,
+        )
+        yield CounterMetricFamily(
+            "minidb_wal_checkpoints", "Checkpoints completed", owner.checkpoints
+        )
+        yield GaugeMetricFamily(
+            "minidb_checkpoint_pause_seconds_max",
+            "Longest time a checkpoint blocked the data owner (sync, new segment, map copy)",
+            owner.checkpoint_pause_max_s,
+        )
+        if wal is not None:
+            yield GaugeMetricFamily(
+                "minidb_wal_replayed_records", "Records replayed at start, snapshot included",
+                wal.replayed,
+            )
+            yield GaugeMetricFamily(
+                "minidb_wal_log_bytes", "Log bytes since the last checkpoint", wal.log_bytes
+            )
+        yield GaugeMetricFamily(
+            "minidb_wal_replay_seconds", "Time the start spent opening and replaying the log",
+            stats.replay_seconds,
+        )
 
 
 def task_snapshot() -> Any:

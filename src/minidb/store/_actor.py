@@ -25,8 +25,12 @@ groups); ``store.apply`` delays each group on the loop clock.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
 import os
+import time
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from minidb import _failpoints
@@ -35,6 +39,8 @@ from minidb.protocol import UNAVAILABLE, WRITES, Request, Set, error_reply
 from minidb.store._log import CommitLog
 from minidb.store._mailbox import Batch, Mailbox, ReplySink
 from minidb.store._state import Journal, StoreState
+
+logger = logging.getLogger("minidb.store")
 
 DEFAULT_MAX_DRAIN = 4096
 """Requests the owner takes per wakeup at most, so one group's latency stays bounded."""
@@ -62,6 +68,10 @@ class OwnerStatistics:
     batch_size_buckets: tuple[int, ...]
     """Groups per ``BATCH_SIZE_BOUNDS`` bucket (not cumulative; last one is "more")."""
     batch_size_sum: int
+    checkpoint_pause_last_s: float
+    """How long the last checkpoint blocked the owner (sync, new segment, copy of the map)."""
+    checkpoint_pause_max_s: float
+    checkpoint_failures: int
 
 
 def _reason(exc: BaseException) -> str:
@@ -80,11 +90,19 @@ class StoreOwner:
         *,
         mailbox: int,
         max_drain: int = DEFAULT_MAX_DRAIN,
+        commit_delay: float = 0.0,
+        sync_in_thread: bool = False,
     ) -> None:
         self.state = state
         self.log = log
         self.mailbox = Mailbox(mailbox)
         self.max_drain = max_drain
+        self.commit_delay = commit_delay
+        self.sync_in_thread = sync_in_thread
+        self._sync_executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._checkpoint: asyncio.Future[None] | None = None
+        self._pause_last = self._pause_max = 0.0
+        self._checkpoint_failures = 0
         self._journal = Journal()
         self._read_only: str | None = None
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
@@ -97,25 +115,53 @@ class StoreOwner:
 
     async def run(self) -> None:
         """Serve the mailbox until it is closed and drained; die loudly on any error."""
+        loop = asyncio.get_running_loop()
         batches: list[Batch] = []
         try:
             while True:
                 batches = await self.mailbox.get(self.max_drain)
                 if not batches:
-                    return
+                    break
                 if _failpoints.ACTIVE:
                     _failpoints.hit("store.owner")
                     delay = _failpoints.hit("store.apply")
                     if delay:
                         await asyncio.sleep(delay)
-                self.commit(batches)
+                results = self._apply(batches)
+                if self.commit_delay and self._journal.records:
+                    # Postgres's commit_delay: the sync is about to be paid, so let whatever
+                    # arrives meanwhile share it. Reads-only groups never wait.
+                    await asyncio.sleep(self.commit_delay)
+                    room = self.max_drain - sum(len(b.requests) for b in batches)
+                    more = self.mailbox.take(room)
+                    if more:
+                        batches += more
+                        results += self._apply(more)
+                if self.sync_in_thread and self._journal.records:
+                    results = await self._log_in_thread(loop, batches, results)
+                else:
+                    results = self._log(batches, results)
+                self._release(batches, results)
                 batches = []
+                job = self._begin_checkpoint()
+                if job is not None:
+                    self._checkpoint = loop.run_in_executor(None, job)
+                    self._checkpoint.add_done_callback(self._checkpoint_done)
+            if self._checkpoint is not None:
+                await asyncio.shield(self._checkpoint)
         except BaseException:
+            # A group applied but neither logged nor failed (cancelled mid-group) must not stay
+            # in the state: its writes were never acknowledged and a checkpoint would keep them.
+            if self._journal.undo:
+                self.state.rollback(self._journal)
             # The data dies with this task: whoever still waits learns it now, and the
             # mailbox refuses everything from here on.
             self.mailbox.close()
             self._refuse(batches + self.mailbox.take_all(), UNAVAILABLE)
             raise
+        finally:
+            if self._sync_executor is not None:
+                self._sync_executor.shutdown(wait=False)
 
     def close(self) -> None:
         """Stop taking new batches; ``run()`` returns once the queued ones are committed."""
@@ -124,26 +170,65 @@ class StoreOwner:
     # -- one group -----------------------------------------------------------------------
 
     def commit(self, batches: list[Batch]) -> None:
-        """Apply, log, sync and answer one group of batches (see the module docstring)."""
-        journal = self._journal
-        if self._read_only is None:
-            execute = self.state.execute
-            results = [[execute(r, journal) for r in b.requests] for b in batches]
-        else:
-            results = [[self._execute_read_only(r) for r in b.requests] for b in batches]
-        if journal.records:
+        """Apply, log, sync and answer one group of batches (see the module docstring);
+        a checkpoint it triggers runs to completion here, on the caller's thread."""
+        self._release(batches, self._log(batches, self._apply(batches)))
+        job = self._begin_checkpoint()
+        if job is not None:
             try:
-                log = self.log
-                for record in journal.records:
-                    log.append(record)
-                log.sync()
+                job()
             except (OSError, WalError) as exc:
-                results = self._fail_group(batches, _reason(exc))
+                self._checkpoint_failed(exc)
             else:
-                self._appends += len(journal.records)
-                self._syncs += 1
-                journal.clear()
-                self._maybe_checkpoint()
+                self._checkpoints += 1
+
+    def _apply(self, batches: list[Batch]) -> list[list[bytes]]:
+        if self._read_only is None:
+            execute, journal = self.state.execute, self._journal
+            return [[execute(r, journal) for r in b.requests] for b in batches]
+        return [[self._execute_read_only(r) for r in b.requests] for b in batches]
+
+    def _log(self, batches: list[Batch], results: list[list[bytes]]) -> list[list[bytes]]:
+        """Append the group's records and sync on this thread; the replies to release."""
+        journal = self._journal
+        if not journal.records:
+            return results
+        try:
+            log = self.log
+            for record in journal.records:
+                log.append(record)
+            log.sync()
+        except (OSError, WalError) as exc:
+            return self._fail_group(batches, _reason(exc))
+        self._appends += len(journal.records)
+        self._syncs += 1
+        journal.clear()
+        return results
+
+    async def _log_in_thread(
+        self, loop: asyncio.AbstractEventLoop, batches: list[Batch], results: list[list[bytes]]
+    ) -> list[list[bytes]]:
+        """Like ``_log``, but the write and fdatasync run in a worker thread while the loop
+        keeps reading connections (the next group gathers in the mailbox, unapplied)."""
+        journal = self._journal
+        log = self.log
+        try:
+            for record in journal.records:
+                log.append(record)
+            sealed = log.seal()  # type: ignore[attr-defined]
+            if self._sync_executor is None:
+                self._sync_executor = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="minidb-wal-sync"
+                )
+            await loop.run_in_executor(self._sync_executor, log.write_sealed, sealed)  # type: ignore[attr-defined]
+        except (OSError, WalError) as exc:
+            return self._fail_group(batches, _reason(exc))
+        self._appends += len(journal.records)
+        self._syncs += 1
+        journal.clear()
+        return results
+
+    def _release(self, batches: list[Batch], results: list[list[bytes]]) -> None:
         count = 0
         for batch, replies in zip(batches, results, strict=True):
             count += len(replies)
@@ -185,14 +270,68 @@ class StoreOwner:
         key = ("SET" if isinstance(request, Set) else "DEL", outcome)
         self._refused[key] = self._refused.get(key, 0) + 1
 
-    def _maybe_checkpoint(self) -> None:
+    # -- checkpoints ---------------------------------------------------------------------
+
+    def _begin_checkpoint(self) -> Callable[[], None] | None:
+        """If the log wants a checkpoint: do the owner's part now and return the rest.
+
+        The owner's part is ``begin_checkpoint`` (sync, start a new segment) and a copy of the
+        map; that is the whole time writes stop, measured as the checkpoint pause. The job
+        returned encodes and writes the snapshot from the copy, on any thread.
+        """
+        if self._read_only is not None or self._checkpoint is not None:
+            return None
+        if not self.log.wants_checkpoint():
+            return None
+        started = time.perf_counter()
         try:
-            if self.log.wants_checkpoint():
-                self.log.checkpoint(self.state.records())
-                self._checkpoints += 1
+            base = self.log.begin_checkpoint()
         except (OSError, WalError) as exc:
-            # The group was already durable; what failed is the log's future, so stop writes.
-            self._read_only = _reason(exc)
+            self._checkpoint_failed(exc)
+            return None
+        records = self.state.frozen_records()
+        pause = time.perf_counter() - started
+        self._pause_last = pause
+        self._pause_max = max(self._pause_max, pause)
+        logger.info(
+            "checkpoint_begin keys=%d base=%d pause_ms=%.3f", len(self.state), base, pause * 1e3
+        )
+        log = self.log
+
+        def finish() -> None:
+            log.finish_checkpoint(base, records)
+
+        return finish
+
+    def _checkpoint_done(self, future: asyncio.Future[None]) -> None:
+        self._checkpoint = None
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is None:
+            self._checkpoints += 1
+        else:
+            self._checkpoint_failed(exc)
+
+    def _checkpoint_failed(self, exc: BaseException) -> None:
+        # Every acknowledged group is already durable; what failed is the log's future (it
+        # fails itself), so stop taking writes rather than ask it again.
+        self._checkpoint_failures += 1
+        self._read_only = _reason(exc)
+        logger.error("checkpoint_failed reason=%r", self._read_only)
+
+    def final_checkpoint(self) -> bool:
+        """Write a checkpoint now, on this thread (clean shutdown: the next start replays only
+        the snapshot). Call after ``run()`` returned. False if the log refused."""
+        if self._read_only is not None:
+            return False
+        try:
+            self.log.checkpoint(self.state.records())
+        except (OSError, WalError) as exc:
+            self._checkpoint_failed(exc)
+            return False
+        self._checkpoints += 1
+        return True
 
     def _refuse(self, batches: list[Batch], reply: bytes) -> None:
         for batch in batches:
@@ -224,4 +363,7 @@ class StoreOwner:
             read_only=self._read_only,
             batch_size_buckets=tuple(self._sizes),
             batch_size_sum=self._size_sum,
+            checkpoint_pause_last_s=self._pause_last,
+            checkpoint_pause_max_s=self._pause_max,
+            checkpoint_failures=self._checkpoint_failures,
         )

@@ -29,6 +29,14 @@ class CommitLog(Protocol):
     def checkpoint(self, records: Iterable[bytes]) -> None:
         """Replace the history by ``records`` (the whole store as SET records)."""
 
+    def begin_checkpoint(self) -> int:
+        """First half of ``checkpoint``, on the owner: sync, mark where the snapshot stands,
+        and return that position; appends may go on right after."""
+
+    def finish_checkpoint(self, base: int, records: Iterable[bytes]) -> None:
+        """Second half, possibly in a worker thread: write ``records`` (the store as it was at
+        ``begin_checkpoint``) as the snapshot for ``base`` and drop the history it covers."""
+
     def close(self) -> None:
         """Release files; called once after the owner has stopped."""
 
@@ -46,6 +54,12 @@ class NullLog:
         return False
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
+        pass
+
+    def begin_checkpoint(self) -> int:
+        return 0
+
+    def finish_checkpoint(self, base: int, records: Iterable[bytes]) -> None:
         pass
 
     def close(self) -> None:
@@ -85,9 +99,17 @@ class MemoryLog:
         return bool(self.checkpoint_every) and len(self.appended) >= self.checkpoint_every
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
+        self.finish_checkpoint(self.begin_checkpoint(), records)
+
+    def begin_checkpoint(self) -> int:
+        self.sync()
+        return len(self.appended)
+
+    def finish_checkpoint(self, base: int, records: Iterable[bytes]) -> None:
         self.checkpoints += 1
-        self.appended = list(records)
-        self.synced = list(self.appended)
+        snapshot = list(records)
+        self.appended = snapshot + self.appended[base:]
+        self.synced = snapshot + self.synced[base:]
 
     def close(self) -> None:
         self.closed = True

@@ -93,6 +93,19 @@ class Mailbox:
         self._queued -= count
         return taken
 
+    def take(self, limit: int) -> list[Batch]:
+        """Without waiting: remove and return whole batches queued now, up to ``limit``
+        requests (none if the first batch alone is bigger)."""
+        taken: list[Batch] = []
+        count = 0
+        batches = self._batches
+        while batches and count + len(batches[0].requests) <= limit:
+            batch = batches.popleft()
+            count += len(batch.requests)
+            taken.append(batch)
+        self._queued -= count
+        return taken
+
     def close(self) -> None:
         """Refuse further batches; the owner still drains what is queued, then stops."""
         self._closed = True

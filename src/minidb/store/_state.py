@@ -144,6 +144,23 @@ class StoreState:
             for key, value in bucket.items():
                 yield b"SET " + name + b" " + key + b" " + value
 
+    def frozen_records(self) -> Iterator[bytes]:
+        """``records()`` of the store as it is now, safe to iterate in another thread later.
+
+        Copies each bucket's dict here (the values are immutable ``bytes``, shared, not
+        copied): this copy is the whole pause a checkpoint costs the owner; encoding and
+        writing the snapshot then run off the owner while writes go on.
+        """
+        copy = [(name, bucket.copy()) for name, bucket in self._buckets.items()]
+
+        def generate() -> Iterator[bytes]:
+            for name, bucket in copy:
+                prefix = b"SET " + name + b" "
+                for key, value in bucket.items():
+                    yield prefix + key + b" " + value
+
+        return generate()
+
     def __len__(self) -> int:
         return self._keys
 
