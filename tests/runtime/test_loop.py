@@ -210,6 +210,20 @@ def test_loop_reschedule_after_fire_or_cancel_returns_false(stepped: SteppedLoop
     assert stepped.reschedule(cancelled, stepped.time() + 2) is False
 
 
+def test_loop_reschedule_rejects_foreign_and_non_timer_handles(stepped: SteppedLoop) -> None:
+    """reschedule() refuses a call_soon handle and a timer of another loop with a clear error."""
+    soon = stepped.call_soon(lambda: None)
+    with pytest.raises(TypeError):
+        stepped.reschedule(soon, stepped.time() + 1)
+    other = rt.new_event_loop()
+    try:
+        foreign = other.call_later(10, lambda: None)
+        with pytest.raises(ValueError):
+            stepped.reschedule(foreign, stepped.time() + 1)
+    finally:
+        other.close()
+
+
 def test_loop_huge_infinite_and_negative_delays(stepped: SteppedLoop) -> None:
     """Past deadlines fire on the next turn; huge and infinite ones wait and can be cancelled."""
     ran: list[str] = []

@@ -199,14 +199,22 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         Returns False, changing nothing, when the handle has already fired or been cancelled;
         the caller then arms a new one with ``call_at``.
         """
-        if when is None:
-            raise TypeError("when cannot be None")
-        if not handle._scheduled:
+        try:
+            scheduled = handle._scheduled
+        except AttributeError:
+            raise TypeError(f"{handle!r} is not a timer handle") from None
+        if not scheduled:
             return False
-        if handle._loop is not self or not isinstance(handle, WheelTimerHandle):
+        if handle._loop is not self:
             raise ValueError(f"{handle!r} is not a timer of this loop")
+        try:
+            tick = math.ceil(when * TICKS_PER_SECOND)
+        except (OverflowError, ValueError):
+            tick = self._tick_for(when)
+        except TypeError:
+            raise TypeError(f"when must be a number, not {type(when).__name__}") from None
         handle._when = when
-        self._wheel.reset(handle, self._tick_for(when))
+        self._wheel.reset(handle, tick)
         return True
 
     def _timer_handle_cancelled(self, handle: Any) -> None:

@@ -238,9 +238,29 @@ class TimerWheel(Generic[E]):
         The entry then ranks after entries already in the wheel with the same deadline, as if
         it had been removed and inserted again.
         """
-        self._unlink(entry)
+        # _unlink() and _file() inlined for the common case, a filed entry moving to a filed
+        # slot: this is the hot path of an idle timeout pushed out on every request.
+        where = entry._wheel_where
+        elapsed = self._elapsed
+        if where < 0 or tick <= elapsed:
+            self._unlink(entry)
+            entry._wheel_tick = tick
+            self._file(entry, tick)
+            return
+        self._next = _UNKNOWN
+        bucket = self._slots[where]
+        del bucket[entry]
+        if not bucket:
+            self._occupied[where >> SLOT_BITS] &= ~(1 << (where & SLOT_MASK))
+            self._slots[where] = {}
         entry._wheel_tick = tick
-        self._file(entry, tick)
+        bits = ((elapsed ^ tick) | SLOT_MASK).bit_length()
+        level = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
+        slot = (tick >> (level * SLOT_BITS)) & SLOT_MASK
+        where = (level << SLOT_BITS) | slot
+        self._slots[where][entry] = None
+        self._occupied[level] |= 1 << slot
+        entry._wheel_where = where
 
     def poll(self, now: int) -> list[E]:
         """Advance to tick ``now`` and return every entry due by then.
