@@ -35,8 +35,10 @@ How each module reaches the loop under test, and what is left out (counts on CPy
   touch).
 
 This suite is a weak oracle for timer semantics (a loop firing every timer 50 ms early fails
-only 17 of these tests); ``test_loop.py`` holds the timer-semantics tests. The last two tests
-here prove the harness can fail at all, on deliberately broken subclasses of our loop.
+only 12 to 17 of these tests); ``test_loop.py`` holds the timer-semantics tests. Two tests here
+prove the harness can fail at all, on deliberately broken subclasses of our loop, and the last
+one is a fast check of what the respliced ``TestLoop`` relies on: ``call_later`` goes through
+``call_at``.
 """
 
 from __future__ import annotations
@@ -102,9 +104,9 @@ def reports(request: pytest.FixtureRequest) -> dict[Any, Any]:
     for item in request.session.items:
         if item.path != Path(__file__):
             continue
-        callspec = getattr(item, "callspec", None)
-        if callspec is not None:
-            jobs |= {harness.Job(callspec.params["module"], loop) for loop in ("stock", "minidb")}
+        module = getattr(getattr(item, "callspec", None), "params", {}).get("module")
+        if module:
+            jobs |= {harness.Job(module, loop) for loop in ("stock", "minidb")}
         for broken in (EARLY_TIMERS, LIFO_CALLBACKS):
             if item.name == f"test_harness_reports_{broken.loop.replace('-', '_')}_as_failures":
                 jobs |= {broken, harness.Job(broken.module, "stock")}
@@ -164,7 +166,9 @@ def test_harness_reports_early_timers_as_failures(reports: dict[Any, Any]) -> No
     broken = reports[EARLY_TIMERS]
     failing, _ = harness.confirm_regressions(stock, EARLY_TIMERS, broken)
     assert broken.on_loop_under_test >= 100, broken.summary()
-    assert len(failing) >= 2, _describe(broken, failing)
+    # One is certain on every version: test_as_completed_with_timeout runs on the virtual-time
+    # TestLoop. The others (test_cancel_gather_2, ...) depend on real-time races.
+    assert failing, _describe(broken, failing)
 
 
 @pytest.mark.slow
