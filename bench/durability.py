@@ -13,9 +13,13 @@ Parts (``--part``, default all that exist):
     i.e. group commit of that size), printing durable records/s, syncs/s and the sync latency
     p50/p99. Batch 1 is the serial fdatasync ceiling (research note: about 4.5-6.5k/s here).
 ``server``
-    The durable server run (SET from 1, 50 and 500 connections at pipeline depth 1 and 16:
-    requests/s, appends per sync, p50/p99) belongs here once the server writes through the WAL;
-    the hook is ``run_server_part`` below and it reports "not yet" until then.
+    Durable SETs against ``minidb serve`` from 1, 50 and 500 connections at pipeline depth 1 and
+    16, with ``bench/server.py``'s load generator (one process per cell): requests/s, p50/p99
+    latency, and appends per sync read from the server's own ``/metrics`` counters around the
+    cell. Each *target* is one server under test and one column group: ``--sync-in loop,thread``
+    runs minidb with its fdatasync on the loop thread and in a worker thread, interleaved per
+    cell. A target whose counters are unknown (a future Redis ``appendfsync always`` column,
+    added as another ``Target``) prints ``-`` for appends per sync.
 
 The machine is shared and noisy, so keep N small while developing (``--quick``) and compare
 numbers from one run only. The last line of output is one JSON object with every figure.
@@ -23,6 +27,7 @@ numbers from one run only. The last line of output is one JSON object with every
     python bench/durability.py                  # replay 200k records, 2000 syncs per batch size
     python bench/durability.py --quick          # a smoke run
     python bench/durability.py --part append --syncs 500
+    python bench/durability.py --part server --seconds 3 --sync-in loop,thread
 """
 
 from __future__ import annotations
@@ -30,14 +35,23 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from minidb.wal import open_log
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server as server_bench  # bench/server.py: the one load generator
 
 BATCH_SIZES = (1, 16, 256)
 VALUE = "v" * 40  # a typical short value; the record is about 60 bytes framed
@@ -116,9 +130,106 @@ def run_append_part(root: str, syncs: int) -> dict[str, Any]:
     return results
 
 
-def run_server_part(root: str) -> dict[str, Any] | None:
-    """The durable server matrix; ``None`` until the server writes through the WAL."""
-    return None
+SERVER_CONNS = (1, 50, 500)
+SERVER_DEPTHS = (1, 16)
+STARTUP_TIMEOUT_S = 30.0
+"""How long a server under test may take to print its listening lines."""
+
+
+@dataclass
+class Target:
+    """One server under test: where to send load, and (if it can say) its log counters."""
+
+    name: str
+    port: int
+    counters: Callable[[], tuple[float, float]] | None  # (appends, syncs) so far
+    stop: Callable[[], None]
+
+
+def _scrape(metrics_port: int) -> tuple[float, float]:
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    values = {}
+    for name in ("minidb_wal_appends_total", "minidb_wal_syncs_total"):
+        match = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+        values[name] = float(match.group(1)) if match else 0.0
+    return values["minidb_wal_appends_total"], values["minidb_wal_syncs_total"]
+
+
+def start_minidb(data_dir: str, sync_in: str) -> Target:
+    """``minidb serve`` with its metrics port, fsync placement ``sync_in``, a huge mailbox."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minidb", "serve", "--port", "0", "--metrics-port", "0",
+         "--data-dir", data_dir, "--mailbox", str(server_bench.MAILBOX), "--sync-in", sync_in],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    assert proc.stdout is not None
+    ports: dict[str, int] = {}
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while len(ports) < 2 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        match = re.search(r":(\d+) \((\w+)\)", line)
+        if match:
+            ports[match.group(2)] = int(match.group(1))
+        elif not line:
+            break
+    if len(ports) < 2:
+        proc.kill()
+        raise SystemExit(f"minidb serve --sync-in {sync_in} did not start")
+
+    def stop() -> None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+    return Target(f"minidb/{sync_in}", ports["line"], lambda: _scrape(ports["metrics"]), stop)
+
+
+def _measure(t: Target, conns: int, depth: int, seconds: float) -> dict[str, float]:
+    before = t.counters() if t.counters else None
+    cell = server_bench.run_cell(t.port, conns, depth, "set", seconds)
+    if t.counters and before is not None:
+        after = t.counters()
+        syncs = after[1] - before[1]
+        cell["appends_per_sync"] = (after[0] - before[0]) / syncs if syncs else 0.0
+    return cell
+
+
+def run_server_part(
+    root: str, seconds: float, sync_places: list[str], conns: tuple[int, ...], repeat: int = 1
+) -> dict[str, Any]:
+    """Durable SET matrix per target: req/s, p50/p99 ms, appends per sync (medians of
+    ``repeat`` interleaved runs)."""
+    targets = [start_minidb(os.path.join(root, f"server-{p}"), p) for p in sync_places]
+    results: dict[str, Any] = {t.name: {} for t in targets}
+    try:
+        head = " ".join(
+            f"| {t.name:>16} {'req/s':>8} {'p50 ms':>7} {'p99 ms':>7} {'app/sync':>8}"
+            for t in targets
+        )
+        print(f"durable SET, {seconds:g} s per cell")
+        print(f"{'conns':>5} {'depth':>5} {head}")
+        for c in conns:
+            for d in SERVER_DEPTHS:
+                runs: dict[str, list[dict[str, float]]] = {t.name: [] for t in targets}
+                for _ in range(repeat):
+                    for t in targets:  # interleaved per cell: drift hits every target alike
+                        runs[t.name].append(_measure(t, c, d, seconds))
+                row = []
+                for t in targets:
+                    cell = results[t.name][f"{c}x{d}"] = server_bench._median(runs[t.name])
+                    per_sync = cell.get("appends_per_sync")
+                    row.append(
+                        f"| {'':>16} {cell['rps']:>8,.0f} {cell['p50_ms']:>7.2f} "
+                        f"{cell['p99_ms']:>7.2f} "
+                        + (f"{per_sync:>8.1f}" if per_sync is not None else f"{'-':>8}")
+                        + (f" ({cell['errors']:.0f} ERR)" if cell["errors"] else "")
+                    )
+                print(f"{c:>5} {d:>5} " + " ".join(row), flush=True)
+    finally:
+        for t in targets:
+            t.stop()
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,9 +239,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--syncs", type=int, default=2000, help="syncs per batch size")
     parser.add_argument("--dir", default=None, help="where to put the logs (default: temp)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small N")
+    parser.add_argument("--seconds", type=float, default=3.0, help="server: time per cell")
+    parser.add_argument(
+        "--sync-in", default="loop", help="server: comma-separated fsync places (loop,thread)"
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="server: runs per cell (median)")
+    parser.add_argument(
+        "--conns", default=",".join(map(str, SERVER_CONNS)), help="server: connection counts"
+    )
     args = parser.parse_args(argv)
     if args.quick:
-        args.records, args.syncs = 10_000, 100
+        args.records, args.syncs, args.seconds = 10_000, 100, 1.0
     parts = args.part or ["replay", "append", "server"]
     root = tempfile.mkdtemp(prefix="minidb-durability-", dir=args.dir)
     out: dict[str, Any] = {}
@@ -150,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"{cell['sync_p50_us']:>8} {cell['sync_p99_us']:>8}"
                 )
         if "server" in parts:
-            s = out["server"] = run_server_part(root)
-            if s is None:
-                print("server: not yet (the server does not write through the WAL yet)")
+            out["server"] = run_server_part(
+                root, args.seconds, args.sync_in.split(","),
+                tuple(int(c) for c in args.conns.split(",")), args.repeat,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(json.dumps(out, sort_keys=True))

@@ -22,7 +22,8 @@ Lifecycle::
 Fail-stop, because of fsyncgate: after a failed fsync Linux may already have marked the dirty
 pages clean and dropped them, so a later fsync that succeeds proves nothing about the records
 of the failed batch. A failed log therefore refuses every later write; a restart replays what
-really is on disk.
+really is on disk. The failed batch itself is cut off the segment (truncated back to the end of
+the last synced batch) so that a write answered "not logged" does not reappear at replay.
 """
 
 from __future__ import annotations
@@ -242,14 +243,18 @@ class DurableLog:
         Batches must be written in the order they were sealed, one at a time.
         """
         writer = self._writable()
+        synced_size: int | None = None
         try:
             if writer.size >= self.segment_bytes:
                 writer = self._start_segment(batch.first_number)
+            synced_size = writer.size
             writer.write(batch.data)
             if _failpoints.ACTIVE:
                 _failpoints.hit("wal.sync")
             writer.datasync()
         except OSError as exc:
+            if synced_size is not None:
+                self._cut_failed_batch(writer, synced_size)
             self._fail(exc)
             raise
         self._syncs += 1
@@ -380,6 +385,19 @@ class DurableLog:
         self._writer = new
         self._segments_created += 1
         return new
+
+    def _cut_failed_batch(self, writer: SegmentWriter, synced_size: int) -> None:
+        # The batch is answered "not logged", so it must not come back at replay: its bytes
+        # may well have reached the file (a failed fdatasync says nothing about which pages
+        # made it). Cut them off. If even that fails the disk is beyond our word; a restart
+        # may then replay records that were refused, never lose acknowledged ones.
+        try:
+            writer.cut(synced_size)
+        except OSError as exc:
+            logger.error(
+                "wal could not cut a failed batch file=%s offset=%d reason=%r",
+                os.path.basename(writer.path), synced_size, exc.strerror or str(exc),
+            )
 
     def _fail(self, exc: OSError) -> None:
         self._failure = f"{exc.strerror or exc}"

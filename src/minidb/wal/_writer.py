@@ -68,6 +68,12 @@ class SegmentWriter:
         write_all(self._fd, data)
         self.size += len(data)
 
+    def cut(self, size: int) -> None:
+        """Truncate the file back to ``size`` (the end of its last synced batch) and sync."""
+        os.ftruncate(self._fd, size)
+        _datasync(self._fd)
+        self.size = size
+
     def datasync(self) -> None:
         """Wait until everything written is on the disk."""
         _datasync(self._fd)
