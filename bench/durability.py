@@ -12,6 +12,11 @@ Parts (``--part``, default all that exist):
     Raw ``append`` + ``sync`` on the log for batch sizes 1, 16 and 256 (one sync per batch,
     i.e. group commit of that size), printing durable records/s, syncs/s and the sync latency
     p50/p99. Batch 1 is the serial fdatasync ceiling (research note: about 4.5-6.5k/s here).
+``checkpoint``
+    The checkpoint pause: a store of K keys (10k, 100k, 1M; 40-byte values) in a real
+    ``StoreOwner`` on a ``DurableLog``; times what the owner is blocked for (``begin_checkpoint``:
+    sync and new segment, plus the copy of the map) against the snapshot write that then runs
+    off the owner (encode, write, fsync, manifest switch).
 ``server``
     Durable SETs against ``minidb serve`` from 1, 50 and 500 connections at pipeline depth 1 and
     16, with ``bench/server.py``'s load generator (one process per cell): requests/s, p50/p99
@@ -130,6 +135,37 @@ def run_append_part(root: str, syncs: int) -> dict[str, Any]:
     return results
 
 
+CHECKPOINT_KEYS = (10_000, 100_000, 1_000_000)
+
+
+def run_checkpoint_part(root: str, sizes: tuple[int, ...]) -> dict[str, Any]:
+    """Owner pause vs off-owner snapshot write, per store size (milliseconds)."""
+    from minidb.protocol import Set
+    from minidb.store import StoreOwner, StoreState
+
+    results: dict[str, Any] = {}
+    for keys in sizes:
+        data_dir = os.path.join(root, f"checkpoint-{keys}")
+        log, _ = open_log(data_dir, checkpoint_bytes=1)
+        state = StoreState()
+        value = VALUE.encode()
+        for i in range(keys):
+            state.apply(Set(b"bench", b"k%d" % i, value))
+        owner = StoreOwner(state, log, mailbox=16)
+        log.append(b"SET bench k0 " + value)  # some log since the last checkpoint
+        log.sync()
+        job = owner._begin_checkpoint()  # what the owner does inline: the pause
+        assert job is not None
+        pause = owner.statistics().checkpoint_pause_last_s
+        started = time.perf_counter()
+        job()  # what a worker thread does while the owner goes on
+        finish = time.perf_counter() - started
+        log.close()
+        shutil.rmtree(data_dir)
+        results[str(keys)] = {"pause_ms": pause * 1e3, "snapshot_write_ms": finish * 1e3}
+    return results
+
+
 SERVER_CONNS = (1, 50, 500)
 SERVER_DEPTHS = (1, 16)
 STARTUP_TIMEOUT_S = 30.0
@@ -234,7 +270,9 @@ def run_server_part(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--part", choices=("replay", "append", "server"), action="append")
+    parser.add_argument(
+        "--part", choices=("replay", "append", "checkpoint", "server"), action="append"
+    )
     parser.add_argument("--records", type=int, default=200_000, help="records to replay")
     parser.add_argument("--syncs", type=int, default=2000, help="syncs per batch size")
     parser.add_argument("--dir", default=None, help="where to put the logs (default: temp)")
@@ -250,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.quick:
         args.records, args.syncs, args.seconds = 10_000, 100, 1.0
-    parts = args.part or ["replay", "append", "server"]
+    parts = args.part or ["replay", "append", "checkpoint", "server"]
     root = tempfile.mkdtemp(prefix="minidb-durability-", dir=args.dir)
     out: dict[str, Any] = {}
     try:
@@ -268,6 +306,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {batch:>6} {cell['records_per_s']:>12,} {cell['syncs_per_s']:>9,} "
                     f"{cell['sync_p50_us']:>8} {cell['sync_p99_us']:>8}"
                 )
+        if "checkpoint" in parts:
+            sizes = CHECKPOINT_KEYS[:2] if args.quick else CHECKPOINT_KEYS
+            k = out["checkpoint"] = run_checkpoint_part(root, sizes)
+            print("checkpoint: owner pause vs snapshot write off the owner")
+            print(f"  {'keys':>9} {'pause ms':>9} {'write ms':>9}")
+            for keys, cell in k.items():
+                pause, write = cell["pause_ms"], cell["snapshot_write_ms"]
+                print(f"  {int(keys):>9,} {pause:>9.1f} {write:>9.1f}")
         if "server" in parts:
             out["server"] = run_server_part(
                 root, args.seconds, args.sync_in.split(","),
