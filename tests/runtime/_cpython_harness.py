@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import faulthandler
 import importlib.util
 import json
@@ -544,6 +545,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
                         help="run only tests whose id contains this (repeatable)")
     parser.add_argument("-j", "--workers", type=int, default=2)
     parser.add_argument("--failures", action="store_true", help="print each failure's detail")
+    parser.add_argument("--json", metavar="PATH", help="also write every outcome to PATH")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--events", help=argparse.SUPPRESS)
     parser.add_argument("--exclude", help=argparse.SUPPRESS)
@@ -578,6 +580,8 @@ def main(argv: Sequence[str]) -> int:
         totals[1] += len(report.failed)
         totals[2] += len(report.skipped)
         totals[3] += report.on_loop_under_test
+    if args.json:
+        Path(args.json).write_text(json.dumps([dataclasses.asdict(r) for r in reports.values()]))
     print(f"total [{args.loop}]: {totals[0]} passed, {totals[1]} failed, {totals[2]} skipped;"
           f" {totals[3]} ran on the loop under test")
     return 1 if totals[1] or problems else 0
