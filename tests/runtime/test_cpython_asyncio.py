@@ -93,7 +93,7 @@ EARLY_TIMERS = harness.Job("test_tasks", "early-timers", ("PyTask_PyFuture_Tests
 LIFO_CALLBACKS = harness.Job("test_queues", "lifo-callbacks")
 
 HARNESS_TIMEOUT_S = 600
-"""pytest-timeout bound on a harness test, whose fixture runs the child processes: about 40 s
+"""pytest-timeout bound on a harness test, whose fixture runs the child processes: 40-60 s
 when all is well, several minutes when tests hang and the watchdog must resume modules."""
 
 
