@@ -160,6 +160,8 @@ class _PausedSelector:
 class PausedEventLoop(WheelEventLoop):
     """A ``WheelEventLoop`` on a virtual clock that jumps when every task waits for a timer."""
 
+    _tick_tolerance = TICK_TOLERANCE
+
     def __init__(
         self,
         *,
