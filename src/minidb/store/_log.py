@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class CommitLog(Protocol):
@@ -39,6 +39,16 @@ class CommitLog(Protocol):
 
     def close(self) -> None:
         """Release files; called once after the owner has stopped."""
+
+
+class SplitSyncLog(CommitLog, Protocol):
+    """A log whose sync can be split so the write and fdatasync run in a worker thread."""
+
+    def seal(self) -> object | None:
+        """Take the records appended so far out of the buffer (None if there are none)."""
+
+    def write_sealed(self, batch: Any) -> None:
+        """Write and fdatasync a sealed batch; one at a time, in seal order, on any thread."""
 
 
 class NullLog:
