@@ -32,18 +32,19 @@ locations but no counters.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
 import sys
 import threading
 import time
-import traceback
-import weakref
+from array import array
 from asyncio import events
 from asyncio.log import logger as asyncio_logger
 from collections import deque
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from minidb.runtime._loop import WheelEventLoop, _format_handle
@@ -74,6 +75,28 @@ WATCHDOG_MIN_PERIOD_S = 0.005
 RECENT_BLOCKING_EVENTS = 50
 """Blocking events kept for ``snapshot()`` (the counter counts all of them)."""
 
+GC_NOTABLE_S = 0.001
+"""A garbage collection this long (seconds) is remembered, to explain blocking steps."""
+
+RECENT_COLLECTIONS = 64
+"""Notable collections remembered (a blocking step needs only those it overlapped)."""
+
+LOG_STEPS = 131_072
+"""Task steps logged before they are folded into the task table.
+
+It bounds the log's memory (about 100 bytes a step, so ~13 MB) and how many steps a finished
+task can be held alive by the log; the log is also folded on every read and every
+``PRUNE_EVERY_INTERVALS`` intervals.
+"""
+
+LOG_ENTRIES = LOG_STEPS * 4
+
+PRUNE_EVERY_INTERVALS = 10
+"""Every this many intervals the task table drops tasks abandoned while pending."""
+
+ABANDONED_REFCOUNT = 4
+"""``sys.getrefcount`` of a task referenced by nothing but the table (see ``prune``)."""
+
 SNAPSHOT_VERSION = 1
 """Bumped when the shape of ``snapshot()`` changes incompatibly."""
 
@@ -98,6 +121,9 @@ class BlockingEvent:
     """The step's stack, outermost first, as ``file:line in function`` lines."""
     sampled: bool
     """Whether the watchdog caught the stack while the step was still running."""
+    gc_s: float
+    """Of ``duration_s``, the time spent in garbage collections longer than ``GC_NOTABLE_S``:
+    a long step may be the collector's, not the code's."""
     wall_time: float
     """When the step ended, as ``time.time()``."""
 
@@ -120,29 +146,94 @@ class IntrospectionStatistics:
     """The longest step of the last completed interval."""
 
 
-class _TaskRecord:
-    """What introspection knows of one task; keyed by ``id(task)``, checked by weak reference."""
+# Fields of a task's row in _TaskTable.data, in this order.
+_POLLS, _BUSY, _SCHEDULED, _FIRST_POLL, _LAST_POLL = range(5)
+_ROW_WIDTH = 5
 
-    __slots__ = ("busy", "first_poll", "last_poll", "polls", "ref", "scheduled")
+_LOG_FIELDS = 4
+"""A logged step is (task, start, end, scheduled) in ``_TaskTable.log``."""
 
-    def __init__(self, task: asyncio.Task[Any], now: float) -> None:
-        self.ref = weakref.ref(task)
-        self.polls = 0
-        self.busy = 0.0
-        self.scheduled = 0.0
-        self.first_poll = now
-        self.last_poll = now
+
+class _TaskTable:
+    """Per-task counters of live tasks, built so that the hot path stays cheap.
+
+    A step does not look its task up: it appends (task, start, end, scheduled) to ``log``,
+    one ``list.extend``. The log is folded into the table (``fold``) when it fills up, before
+    any read, and every ``PRUNE_EVERY_INTERVALS`` intervals. Steps of tasks that have finished
+    by then are skipped, so short-lived tasks mostly never get a row at all: with 100k tasks
+    a hash insert per task costs about a microsecond, because every one misses the CPU cache.
+    The log holds its tasks until the fold (at most ``LOG_STEPS`` steps or
+    ``PRUNE_EVERY_INTERVALS`` intervals).
+
+    A live task's row is ``_ROW_WIDTH`` doubles in one flat array (``rows`` maps the task to
+    its offset), reused once the task ends: no object per task for the cyclic garbage
+    collector to allocate and traverse. Times are ``time.perf_counter()`` seconds.
+    """
+
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+        self.rows: dict[asyncio.Task[Any], int] = {}
+        self.free: list[int] = []
+        self.data = array("d")
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def fold(self) -> None:
+        """Move the logged steps of still-running tasks into their rows."""
+        log = self.log
+        if not log:
+            return
+        rows, data, free = self.rows, self.data, self.free
+        for i in range(0, len(log), _LOG_FIELDS):
+            task, t0, t1, scheduled = log[i : i + _LOG_FIELDS]
+            if task.done():
+                continue
+            at = rows.get(task)
+            if at is None:
+                fields = (1.0, t1 - t0, scheduled, t0, t1)
+                if free:
+                    at = free.pop()
+                    data[at : at + _ROW_WIDTH] = array("d", fields)
+                else:
+                    at = len(data)
+                    data.extend(fields)
+                rows[task] = at
+            else:
+                data[at] += 1.0
+                data[at + 1] += t1 - t0
+                data[at + 2] += scheduled
+                data[at + 4] = t1
+        # Cleared in place: the running turn holds the list's bound extend.
+        log.clear()
+
+    def discard(self, task: asyncio.Task[Any]) -> None:
+        at = self.rows.pop(task, None)
+        if at is not None:
+            self.free.append(at)
+
+    def get(self, task: asyncio.Task[Any]) -> tuple[float, ...] | None:
+        """(polls, busy, scheduled, first poll, last poll) of ``task``, if it has run."""
+        self.fold()
+        at = self.rows.get(task)
+        return None if at is None else tuple(self.data[at : at + _ROW_WIDTH])
 
 
 class Introspector:
     """The instrumented turn of one loop, its counters, and its watchdog thread."""
 
-    def __init__(self, loop: WheelEventLoop, blocking_threshold: float) -> None:
+    def __init__(
+        self, loop: WheelEventLoop, blocking_threshold: float, per_task: bool = True
+    ) -> None:
         if blocking_threshold <= 0:
             raise ValueError(f"blocking_threshold must be > 0, got {blocking_threshold}")
         self.loop = loop
+        self.per_task = per_task
         self.blocking_threshold = blocking_threshold
-        self.records: dict[int, _TaskRecord] = {}
+        # Keyed by the task itself (hashing by identity is the cheapest lookup there is). A
+        # finished task is dropped after its last step; prune() drops a pending task that only
+        # this table still references, so abandoned tasks are still collected (and warned of).
+        self.tasks = _TaskTable()
         self.steps = 0
         self.io_polls = 0
         self.io_events = 0
@@ -151,39 +242,76 @@ class Introspector:
         self.blocking_steps = 0
         self.tasks_finished = 0
         self.recent_blocking: deque[BlockingEvent] = deque(maxlen=RECENT_BLOCKING_EVENTS)
-        # The step now running as (handle, start), read by the watchdog; None between steps.
-        self.current: tuple[events.Handle, float] | None = None
-        # The watchdog's sample of an overrunning step: (handle, stack frames).
-        self.sampled: tuple[events.Handle, traceback.StackSummary] | None = None
+        # The watchdog's latest sample of a step in progress: (perf_counter time, stack).
+        self.sampled: tuple[float, list[str]] | None = None
         now = time.perf_counter()
+        self.interval = INTERVAL_S
         self.interval_start = now
         self.interval_steps = 0
         self.interval_longest = 0.0
+        self.interval_rolled = False
+        self.intervals = 0
         self.last_rate = 0.0
         self.last_longest = 0.0
-        self.interval_rolled = False
-        self.interval = INTERVAL_S
         self._stop = threading.Event()
         self._watchdog: threading.Thread | None = None
+        # Recent notable garbage collections as (start, duration), from gc.callbacks.
+        self.collections: deque[tuple[float, float]] = deque(maxlen=RECENT_COLLECTIONS)
+        self._gc_started = 0.0
 
     # -- switching -----------------------------------------------------------------------
 
     def install(self) -> None:
-        # An instance attribute shadows the class's _run_once: run_forever picks it up with
-        # no check in the plain path.
+        # An instance attribute shadows the class's _run_once: run_forever picks it up, and
+        # the plain path has no check to make.
         self.loop._run_once = self._make_run_once()  # type: ignore[method-assign]
         self.loop._introspector = self
-        period = max(
-            self.blocking_threshold / WATCHDOG_PERIODS_PER_THRESHOLD, WATCHDOG_MIN_PERIOD_S
-        )
-        self._watchdog = threading.Thread(
-            target=self._watch, args=(period,), name="minidb-runtime-watchdog", daemon=True
-        )
-        self._watchdog.start()
+        gc.callbacks.append(self._on_gc)
+        self._start_watchdog()
 
     def uninstall(self) -> None:
         self.loop.__dict__.pop("_run_once", None)
         self.loop._introspector = None
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        self._stop_watchdog()
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # Runs on every collection (thousands a second in a busy process): keep it tiny.
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            took = time.perf_counter() - self._gc_started
+            if took >= GC_NOTABLE_S:
+                self.collections.append((self._gc_started, took))
+
+    def _gc_time_within(self, start: float, end: float) -> float:
+        return sum(
+            max(0.0, min(end, began + took) - max(start, began))
+            for began, took in self.collections
+        )
+
+    def set_threshold(self, blocking_threshold: float) -> None:
+        if blocking_threshold <= 0:
+            raise ValueError(f"blocking_threshold must be > 0, got {blocking_threshold}")
+        self._stop_watchdog()
+        self.blocking_threshold = blocking_threshold
+        self._start_watchdog()
+
+    def _start_watchdog(self) -> None:
+        period = max(
+            self.blocking_threshold / WATCHDOG_PERIODS_PER_THRESHOLD, WATCHDOG_MIN_PERIOD_S
+        )
+        self._stop = threading.Event()
+        self._watchdog = threading.Thread(
+            target=self._watch,
+            args=(period, self._stop),
+            name="minidb-runtime-watchdog",
+            daemon=True,
+        )
+        self._watchdog.start()
+
+    def _stop_watchdog(self) -> None:
         self._stop.set()
         if self._watchdog is not None and self._watchdog is not threading.current_thread():
             self._watchdog.join()
@@ -193,7 +321,11 @@ class Introspector:
 
     def _make_run_once(self) -> Any:
         loop = self.loop
-        records = self.records
+        table = self.tasks
+        per_task = self.per_task
+        rows = table.rows
+        discard = table.discard
+        plain_types: set[type] = set()
         clock = time.perf_counter
         task_type = asyncio.Task
         intro = self
@@ -216,60 +348,76 @@ class Introspector:
                 intro.timers_fired += len(due)
 
             ntodo = len(ready)
-            turn_start = t0 = clock()
+            skipped = 0
+            debug = loop._debug
             threshold = intro.blocking_threshold
             longest = intro.interval_longest
-            ran = 0
+            # One comparison per step on the common path: only a step longer than both the
+            # interval's longest and the threshold's smaller needs a second look.
+            bar = longest if longest < threshold else threshold
+            turn_start = t0 = clock()
+            popleft = ready.popleft
+            log_steps = table.log.extend
+            owner: Any = None
             for _ in range(ntodo):
-                handle = ready.popleft()
+                handle = popleft()
                 if handle._cancelled:
+                    skipped += 1
                     continue
-                intro.current = (handle, t0)
-                if loop._debug:
+                if debug:
                     loop._current_handle = handle
                     try:
                         handle._run()
                     finally:
                         loop._current_handle = None
                     t1 = clock()
-                    dt = t1 - t0
-                    if dt >= loop.slow_callback_duration:
+                    if t1 - t0 >= loop.slow_callback_duration:
                         asyncio_logger.warning(
-                            "Executing %s took %.3f seconds", _format_handle(handle), dt
+                            "Executing %s took %.3f seconds", _format_handle(handle), t1 - t0
                         )
                 else:
                     handle._run()
                     t1 = clock()
-                    dt = t1 - t0
-                ran += 1
-                owner = getattr(handle._callback, "__self__", None)
-                if owner is not None and isinstance(owner, task_type):
-                    record = records.get(id(owner))
-                    if record is None or record.ref() is not owner:
-                        record = records[id(owner)] = _TaskRecord(owner, t0)
-                    record.polls += 1
-                    record.busy += dt
-                    record.scheduled += t0 - turn_start
-                    record.last_poll = t1
-                    if owner.done():
-                        del records[id(owner)]
-                        intro.tasks_finished += 1
-                else:
+                callback = handle._callback
+                # A task's steps are callbacks bound to it (__self__). Types with no __self__
+                # at all (plain functions, partials) are remembered, to skip a failing getattr.
+                if type(callback) in plain_types:
                     owner = None
-                if dt > longest:
-                    longest = dt
-                if dt >= threshold:
-                    intro._report_blocking(handle, owner, dt)
+                else:
+                    owner = getattr(callback, "__self__", plain_types)
+                    if owner is plain_types:
+                        plain_types.add(type(callback))
+                        owner = None
+                    elif not isinstance(owner, task_type):
+                        owner = None
+                    elif per_task:
+                        # A finished task's figures are dropped; a running task's step is
+                        # logged, to be folded into its row later (see _TaskTable).
+                        if owner.done():
+                            if rows:
+                                discard(owner)
+                            intro.tasks_finished += 1
+                        else:
+                            log_steps((owner, t0, t1, t0 - turn_start))
+                if t1 - t0 > bar:
+                    dt = t1 - t0
+                    if dt > longest:
+                        longest = dt
+                    if dt >= threshold:
+                        intro._report_blocking(handle, owner, t0, dt)
+                    bar = longest if longest < threshold else threshold
                 t0 = t1
-            intro.current = None
             handle = None  # Needed to break cycles when an exception occurs.
             owner = None
+            ran = ntodo - skipped
             intro.steps += ran
             intro.busy += t0 - turn_start
             intro.interval_steps += ran
             intro.interval_longest = longest
             if t0 - intro.interval_start >= intro.interval:
                 intro._roll_interval(t0)
+            elif len(table.log) >= LOG_ENTRIES:
+                table.fold()
 
         return run_once
 
@@ -280,40 +428,46 @@ class Introspector:
         self.interval_steps = 0
         self.interval_longest = 0.0
         self.interval_rolled = True
+        self.intervals += 1
+        if self.intervals % PRUNE_EVERY_INTERVALS == 0:
+            self.prune()  # folds the log first
 
     # -- blocking steps ------------------------------------------------------------------
 
-    def _watch(self, period: float) -> None:
-        """The watchdog thread: sample the loop thread's stack while a step overruns."""
-        while not self._stop.wait(period):
-            current = self.current
-            if current is None or self.loop.is_closed():
-                continue
-            handle, started = current
-            sampled = self.sampled
-            if sampled is not None and sampled[0] is handle:
-                continue
-            if time.perf_counter() - started < self.blocking_threshold:
-                continue
+    def _watch(self, period: float, stop: threading.Event) -> None:
+        """The watchdog thread: sample the loop thread's stack while one step runs long.
+
+        The loop side keeps no per-step state for it. Each period the watchdog finds the
+        ``Handle._run`` frame on the loop thread's stack; seeing the same frame object twice
+        in a row means one step has run for at least a period, and only then is the stack
+        copied (as plain strings). The loop, when a step overruns, uses the latest sample
+        taken after the step began.
+        """
+        previous: FrameType | None = None
+        while not stop.wait(period):
             thread_id = getattr(self.loop, "_thread_id", None)
             frame = sys._current_frames().get(thread_id) if thread_id is not None else None
-            if frame is None or self.current is not current:
-                continue
-            self.sampled = (handle, traceback.extract_stack(frame))
+            taken = time.perf_counter()
+            run_frame: FrameType | None = frame
+            while run_frame is not None and run_frame.f_code is not _RUN_CODE:
+                run_frame = run_frame.f_back
+            if run_frame is not None and run_frame is previous and frame is not None:
+                self.sampled = (taken, _frames_below(frame, run_frame))
+            # Holding the frame keeps its identity unique until the next look.
+            previous = run_frame
+            del frame, run_frame
 
     def _report_blocking(
-        self, handle: events.Handle, task: asyncio.Task[Any] | None, duration: float
+        self, handle: events.Handle, task: asyncio.Task[Any] | None, start: float, duration: float
     ) -> None:
         sampled = self.sampled
-        self.sampled = None
-        if sampled is not None and sampled[0] is handle:
-            stack = _inside_step(sampled[1])
-            location = stack[-1] if stack else repr(handle)
+        if sampled is not None and sampled[0] >= start:
+            stack = sampled[1]
             was_sampled = True
         else:
             stack = _await_chain(task.get_coro()) if task is not None else []
-            location = stack[-1] if stack else repr(handle)
             was_sampled = False
+        location = stack[-1] if stack else repr(handle)
         event = BlockingEvent(
             task=task.get_name() if task is not None else None,
             callback=repr(handle),
@@ -322,20 +476,23 @@ class Introspector:
             stack=tuple(stack),
             sampled=was_sampled,
             wall_time=time.time(),
+            gc_s=self._gc_time_within(start, start + duration),
         )
         self.blocking_steps += 1
         self.recent_blocking.append(event)
         logger.warning(
-            "event loop blocked for %.3f s by %s at %s",
+            "event loop blocked for %.3f s by %s at %s%s",
             duration,
             f"task {event.task!r}" if event.task is not None else event.callback,
             location,
+            f" ({event.gc_s:.3f} s of it in garbage collection)" if event.gc_s else "",
             extra={
                 "minidb_event": "runtime.blocked",
                 "task": event.task,
                 "duration_s": duration,
                 "location": location,
                 "stack": event.stack,
+                "gc_s": event.gc_s,
             },
         )
 
@@ -355,7 +512,7 @@ class Introspector:
             timers_fired=self.timers_fired,
             busy_s=self.busy,
             blocking_steps=self.blocking_steps,
-            tasks_tracked=len(self.records),
+            tasks_tracked=len(self.tasks),
             tasks_finished=self.tasks_finished,
             steps_per_second=rate,
             longest_step_s=longest,
@@ -363,22 +520,29 @@ class Introspector:
 
     def task_figures(self, task: asyncio.Task[Any], now: float) -> dict[str, Any] | None:
         """The counters of ``task``, or None if it has not run since introspection began."""
-        record = self.records.get(id(task))
-        if record is None or record.ref() is not task:
+        row = self.tasks.get(task)
+        if row is None:
             return None
         return {
-            "polls": record.polls,
-            "busy_s": record.busy,
-            "scheduled_s": record.scheduled,
-            "since_last_poll_s": now - record.last_poll,
-            "total_s": now - record.first_poll,
+            "polls": int(row[_POLLS]),
+            "busy_s": row[_BUSY],
+            "scheduled_s": row[_SCHEDULED],
+            "since_last_poll_s": now - row[_LAST_POLL],
+            "total_s": now - row[_FIRST_POLL],
         }
 
     def prune(self) -> None:
-        """Forget records of tasks that were garbage-collected without finishing."""
-        dead = [key for key, record in self.records.items() if record.ref() is None]
-        for key in dead:
-            del self.records[key]
+        """Forget finished tasks, and pending ones that nothing but this table references."""
+        # Referrers of an abandoned task: the table's key, the list below, the loop variable
+        # and getrefcount's argument.
+        self.tasks.fold()
+        abandoned = [
+            task
+            for task in list(self.tasks.rows)
+            if task.done() or sys.getrefcount(task) <= ABANDONED_REFCOUNT
+        ]
+        for task in abandoned:
+            self.tasks.discard(task)
 
 
 # -- locations -------------------------------------------------------------------------------
@@ -388,13 +552,16 @@ def _frame_text(filename: str, lineno: int | None, name: str) -> str:
     return f"{filename}:{lineno} in {name}"
 
 
-def _inside_step(stack: traceback.StackSummary) -> list[str]:
-    """The frames of a sampled stack below ``Handle._run``, i.e. the step's own frames."""
-    start = 0
-    for i, frame in enumerate(stack):
-        if frame.name == _RUN_CODE.co_name and frame.filename == _RUN_CODE.co_filename:
-            start = i + 1
-    return [_frame_text(f.filename, f.lineno, f.name) for f in stack[start:]]
+def _frames_below(frame: FrameType, stop: FrameType) -> list[str]:
+    """The frames from ``frame`` up to (not including) ``stop``, outermost first."""
+    out: list[str] = []
+    probe: FrameType | None = frame
+    while probe is not None and probe is not stop:
+        code = probe.f_code
+        out.append(_frame_text(code.co_filename, probe.f_lineno, code.co_name))
+        probe = probe.f_back
+    out.reverse()
+    return out
 
 
 def _await_chain(coro: Any) -> list[str]:
@@ -426,20 +593,25 @@ def enable_introspection(
     loop: asyncio.AbstractEventLoop | None = None,
     *,
     blocking_threshold: float = DEFAULT_BLOCKING_THRESHOLD_S,
+    per_task: bool = True,
 ) -> Introspector:
     """Switch introspection on for ``loop`` (default: the running loop); return its state.
 
-    Only a ``WheelEventLoop`` (or a subclass, such as the paused loop) can be instrumented.
-    Switching on twice returns the existing introspector with the new threshold.
+    ``per_task=False`` keeps the loop-wide figures and blocking detection but no per-task
+    counters: the task table then costs nothing, which matters with ~100k short-lived tasks
+    (see the README's figures). Only a ``WheelEventLoop`` (or a subclass, such as the paused
+    loop) can be instrumented. Switching on twice returns the existing introspector with the
+    new threshold.
     """
     target = loop if loop is not None else asyncio.get_running_loop()
     if not isinstance(target, WheelEventLoop):
         raise TypeError(f"introspection needs a WheelEventLoop, not {type(target).__name__}")
     existing = getattr(target, "_introspector", None)
     if isinstance(existing, Introspector):
-        existing.blocking_threshold = blocking_threshold
+        if existing.blocking_threshold != blocking_threshold:
+            existing.set_threshold(blocking_threshold)
         return existing
-    intro = Introspector(target, blocking_threshold)
+    intro = Introspector(target, blocking_threshold, per_task)
     intro.install()
     return intro
 
@@ -524,6 +696,7 @@ def snapshot(loop: asyncio.AbstractEventLoop | None = None) -> dict[str, Any]:
             interval_s=intro.interval,
             blocking_steps=stats.blocking_steps,
             blocking_threshold_s=intro.blocking_threshold,
+            per_task=intro.per_task,
             tasks_finished=stats.tasks_finished,
         )
         blocking = [
@@ -534,6 +707,7 @@ def snapshot(loop: asyncio.AbstractEventLoop | None = None) -> dict[str, Any]:
                 "location": e.location,
                 "stack": list(e.stack),
                 "sampled": e.sampled,
+                "gc_s": e.gc_s,
                 "wall_time": e.wall_time,
             }
             for e in intro.recent_blocking
