@@ -22,6 +22,7 @@ CLI_TIMEOUT_S = 30.0
         ["wal", "check", "--data-dir", "no-such-dir"],
         ["wal", "dump", "--data-dir", "no-such-dir"],
         ["client", "127.0.0.1:1", "GET", "users", "alice"],
+        ["top", "127.0.0.1:1", "--once"],
     ],
 )
 def test_failpoints_bad_env_is_one_line_usage_error(command: list[str], tmp_path: object) -> None:

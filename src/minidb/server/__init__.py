@@ -5,8 +5,8 @@ an asyncio Protocol that batches every read to the owner and writes once per bat
 metrics, shuts down gracefully and exits non-zero if the data owner dies.
 
 ``Server`` and friends are imported on first use, so that ``minidb --help`` (which imports
-``minidb.server._cli``, and with it this package) stays fast and does not read
-``MINIDB_FAILPOINTS`` before the ``serve`` handler can report a bad one as a usage error.
+``minidb.server._cli``, and with it this package) stays fast: it need not load the store, the
+write-ahead log and prometheus-client just to build the parser.
 """
 
 from __future__ import annotations
