@@ -157,8 +157,8 @@ _LOG_FIELDS = 4
 class _TaskTable:
     """Per-task counters of live tasks, built so that the hot path stays cheap.
 
-    A step does not look its task up: it appends (task, start, end, scheduled) to ``log``,
-    one ``list.extend``. The log is folded into the table (``fold``) when it fills up, before
+    A step does not look its task up: it appends task, start, end and scheduled to ``log``.
+    The log is folded into the table (``fold``) when it fills up, before
     any read, and every ``PRUNE_EVERY_INTERVALS`` intervals. Steps of tasks that have finished
     by then are skipped, so short-lived tasks mostly never get a row at all: with 100k tasks
     a hash insert per task costs about a microsecond, because every one misses the CPU cache.
@@ -204,7 +204,7 @@ class _TaskTable:
                 data[at + 1] += t1 - t0
                 data[at + 2] += scheduled
                 data[at + 4] = t1
-        # Cleared in place: the running turn holds the list's bound extend.
+        # Cleared in place: the running turn holds the list's bound append.
         log.clear()
 
     def discard(self, task: asyncio.Task[Any]) -> None:
@@ -326,8 +326,10 @@ class Introspector:
         rows = table.rows
         discard = table.discard
         plain_types: set[type] = set()
-        clock = time.perf_counter
+        step_types: set[type] = set()
+        builtin_method = type(len)
         task_type = asyncio.Task
+        clock = time.perf_counter
         intro = self
 
         def run_once() -> None:
@@ -357,7 +359,7 @@ class Introspector:
             bar = longest if longest < threshold else threshold
             turn_start = t0 = clock()
             popleft = ready.popleft
-            log_steps = table.log.extend
+            log_step = table.log.append
             owner: Any = None
             for _ in range(ntodo):
                 handle = popleft()
@@ -378,19 +380,24 @@ class Introspector:
                 else:
                     handle._run()
                     t1 = clock()
-                callback = handle._callback
-                # A task's steps are callbacks bound to it (__self__). Types with no __self__
-                # at all (plain functions, partials) are remembered, to skip a failing getattr.
-                if type(callback) in plain_types:
-                    owner = None
-                else:
-                    owner = getattr(callback, "__self__", plain_types)
-                    if owner is plain_types:
-                        plain_types.add(type(callback))
+                if per_task:
+                    # A task's steps are callbacks bound to it (__self__): C tasks use a
+                    # wrapper type that always is, remembered in step_types; types with no
+                    # __self__ at all (plain functions, partials) are remembered too, to skip
+                    # a failing getattr.
+                    callback = handle._callback
+                    kind = callback.__class__
+                    if kind in step_types:
+                        owner = callback.__self__
+                    elif kind is builtin_method:  # a C task's wakeup, among others
+                        owner = callback.__self__
+                        if not isinstance(owner, task_type):
+                            owner = None
+                    elif kind in plain_types:
                         owner = None
-                    elif not isinstance(owner, task_type):
-                        owner = None
-                    elif per_task:
+                    else:
+                        owner = _classify(callback, step_types, plain_types)
+                    if owner is not None:
                         # A finished task's figures are dropped; a running task's step is
                         # logged, to be folded into its row later (see _TaskTable).
                         if owner.done():
@@ -398,13 +405,18 @@ class Introspector:
                                 discard(owner)
                             intro.tasks_finished += 1
                         else:
-                            log_steps((owner, t0, t1, t0 - turn_start))
+                            # Four appends, not a tuple: a tuple holding a task is one more
+                            # object for the garbage collector to track.
+                            log_step(owner)
+                            log_step(t0)
+                            log_step(t1)
+                            log_step(t0 - turn_start)
                 if t1 - t0 > bar:
                     dt = t1 - t0
                     if dt > longest:
                         longest = dt
                     if dt >= threshold:
-                        intro._report_blocking(handle, owner, t0, dt)
+                        intro._report_blocking(handle, t0, dt)
                     bar = longest if longest < threshold else threshold
                 t0 = t1
             handle = None  # Needed to break cycles when an exception occurs.
@@ -457,9 +469,9 @@ class Introspector:
             previous = run_frame
             del frame, run_frame
 
-    def _report_blocking(
-        self, handle: events.Handle, task: asyncio.Task[Any] | None, start: float, duration: float
-    ) -> None:
+    def _report_blocking(self, handle: Any, start: float, duration: float) -> None:
+        owner = getattr(handle._callback, "__self__", None)
+        task = owner if isinstance(owner, asyncio.Task) else None
         sampled = self.sampled
         if sampled is not None and sampled[0] >= start:
             stack = sampled[1]
@@ -543,6 +555,20 @@ class Introspector:
         ]
         for task in abandoned:
             self.tasks.discard(task)
+
+
+def _classify(callback: Any, step_types: set[type], plain_types: set[type]) -> Any:
+    """The task whose step ``callback`` is, or None; learns the callback's type on the way."""
+    kind = callback.__class__
+    owner = getattr(callback, "__self__", plain_types)
+    if owner is plain_types:
+        plain_types.add(kind)
+        return None
+    if not isinstance(owner, asyncio.Task):
+        return None
+    if kind.__name__ == "TaskStepMethWrapper":  # CPython's C task step: always a task's
+        step_types.add(kind)
+    return owner
 
 
 # -- locations -------------------------------------------------------------------------------
