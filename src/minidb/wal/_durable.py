@@ -159,7 +159,8 @@ class DurableLog:
     def replay(self) -> Iterator[bytes]:
         """Yield every record's payload, snapshot first; afterwards the log is appendable.
 
-        A torn tail of the newest segment is cut off (logged, and kept in ``torn_tail``).
+        A torn tail of the newest segment is cut off and kept in ``torn_tail`` for the caller to
+        log (the server logs it as one structured event).
         Raises ``CorruptionError`` for any other damage; the log then stays unusable.
         """
         recovery = self._recovery
@@ -173,13 +174,6 @@ class DurableLog:
         if tail.torn is not None:
             self.torn_tail = tail.torn
             self._torn_bytes_cut = tail.torn.size - tail.good_offset
-            logger.warning(
-                "wal torn tail cut file=%s offset=%d dropped_bytes=%d reason=%r",
-                tail.torn.name,
-                tail.good_offset,
-                self._torn_bytes_cut,
-                tail.torn.problem,
-            )
         if tail.good_offset < FILE_HEADER_SIZE:
             self._writer = SegmentWriter.create(self.directory, tail.base)
         else:
