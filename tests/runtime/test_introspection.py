@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -301,3 +302,27 @@ def test_introspection_blocking_step_reports_its_garbage_collection() -> None:
     if not events:
         pytest.skip("the collection was faster than the threshold on this machine")
     assert 0 < events[0].gc_s <= events[0].duration_s + 1e-6
+
+
+def test_introspection_does_not_keep_abandoned_tasks_alive() -> None:
+    """A pending task that nobody references is still collected while it is in the table."""
+    loop = rt.new_event_loop()
+    intro = rt.enable_introspection(loop)
+
+    async def orphan() -> None:
+        await loop.create_future()
+
+    async def main() -> weakref.ref[asyncio.Task[None]]:
+        task = asyncio.create_task(orphan(), name="orphan")
+        await asyncio.sleep(0)
+        figures = intro.task_figures(task, time.perf_counter())
+        assert figures is not None and figures["polls"] == 1
+        return weakref.ref(task)
+
+    ref = loop.run_until_complete(main())
+    loop.set_exception_handler(lambda loop, context: None)  # "destroyed but pending" is expected
+    gc.collect()
+    assert ref() is None
+    intro.prune()
+    assert len(intro.tasks) == 0
+    loop.close()

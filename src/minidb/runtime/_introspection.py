@@ -39,6 +39,7 @@ import os
 import sys
 import threading
 import time
+import weakref
 from array import array
 from asyncio import events
 from asyncio.log import logger as asyncio_logger
@@ -93,9 +94,6 @@ LOG_ENTRIES = LOG_STEPS * 4
 
 PRUNE_EVERY_INTERVALS = 10
 """Every this many intervals the task table drops tasks abandoned while pending."""
-
-ABANDONED_REFCOUNT = 4
-"""``sys.getrefcount`` of a task referenced by nothing but the table (see ``prune``)."""
 
 SNAPSHOT_VERSION = 1
 """Bumped when the shape of ``snapshot()`` changes incompatibly."""
@@ -158,21 +156,24 @@ class _TaskTable:
     """Per-task counters of live tasks, built so that the hot path stays cheap.
 
     A step does not look its task up: it appends task, start, end and scheduled to ``log``.
-    The log is folded into the table (``fold``) when it fills up, before
-    any read, and every ``PRUNE_EVERY_INTERVALS`` intervals. Steps of tasks that have finished
-    by then are skipped, so short-lived tasks mostly never get a row at all: with 100k tasks
-    a hash insert per task costs about a microsecond, because every one misses the CPU cache.
-    The log holds its tasks until the fold (at most ``LOG_STEPS`` steps or
-    ``PRUNE_EVERY_INTERVALS`` intervals).
+    The log is folded into the table (``fold``) when it fills up, before any read, and every
+    ``PRUNE_EVERY_INTERVALS`` intervals. Steps of tasks that have finished by then are
+    skipped, so short-lived tasks mostly never get a row at all: with 100k tasks a hash insert
+    per task costs about a microsecond, because every one misses the CPU cache. The log holds
+    its tasks until the fold (at most ``LOG_STEPS`` steps or ``PRUNE_EVERY_INTERVALS``
+    intervals); the table itself holds them only weakly, so a task abandoned while pending is
+    still collected (and asyncio still warns about it).
 
-    A live task's row is ``_ROW_WIDTH`` doubles in one flat array (``rows`` maps the task to
-    its offset), reused once the task ends: no object per task for the cyclic garbage
-    collector to allocate and traverse. Times are ``time.perf_counter()`` seconds.
+    A live task's row is ``_ROW_WIDTH`` doubles in one flat array, reused once the task ends:
+    no object per task for the cyclic garbage collector to allocate and traverse. ``rows``
+    maps ``id(task)`` to the row's offset and ``refs`` to a weak reference that tells a live
+    task from a dead one whose id was reused. Times are ``time.perf_counter()`` seconds.
     """
 
     def __init__(self) -> None:
         self.log: list[Any] = []
-        self.rows: dict[asyncio.Task[Any], int] = {}
+        self.rows: dict[int, int] = {}
+        self.refs: dict[int, weakref.ref[asyncio.Task[Any]]] = {}
         self.free: list[int] = []
         self.data = array("d")
 
@@ -184,21 +185,23 @@ class _TaskTable:
         log = self.log
         if not log:
             return
-        rows, data, free = self.rows, self.data, self.free
+        rows, refs, data, free = self.rows, self.refs, self.data, self.free
         for i in range(0, len(log), _LOG_FIELDS):
             task, t0, t1, scheduled = log[i : i + _LOG_FIELDS]
             if task.done():
                 continue
-            at = rows.get(task)
-            if at is None:
-                fields = (1.0, t1 - t0, scheduled, t0, t1)
-                if free:
-                    at = free.pop()
-                    data[at : at + _ROW_WIDTH] = array("d", fields)
-                else:
-                    at = len(data)
+            key = id(task)
+            at = rows.get(key)
+            if at is None or refs[key]() is not task:
+                fields = array("d", (1.0, t1 - t0, scheduled, t0, t1))
+                if at is None:
+                    at = free.pop() if free else len(data)
+                if at == len(data):
                     data.extend(fields)
-                rows[task] = at
+                else:
+                    data[at : at + _ROW_WIDTH] = fields
+                rows[key] = at
+                refs[key] = weakref.ref(task)
             else:
                 data[at] += 1.0
                 data[at + 1] += t1 - t0
@@ -208,15 +211,33 @@ class _TaskTable:
         log.clear()
 
     def discard(self, task: asyncio.Task[Any]) -> None:
-        at = self.rows.pop(task, None)
+        self._discard_key(id(task))
+
+    def _discard_key(self, key: int) -> None:
+        at = self.rows.pop(key, None)
+        self.refs.pop(key, None)
         if at is not None:
             self.free.append(at)
+
+    def prune(self) -> None:
+        """Forget the rows of tasks that finished or were garbage-collected."""
+        self.fold()
+        gone = []
+        for key, ref in self.refs.items():
+            task = ref()
+            if task is None or task.done():
+                gone.append(key)
+        for key in gone:
+            self._discard_key(key)
 
     def get(self, task: asyncio.Task[Any]) -> tuple[float, ...] | None:
         """(polls, busy, scheduled, first poll, last poll) of ``task``, if it has run."""
         self.fold()
-        at = self.rows.get(task)
-        return None if at is None else tuple(self.data[at : at + _ROW_WIDTH])
+        key = id(task)
+        at = self.rows.get(key)
+        if at is None or self.refs[key]() is not task:
+            return None
+        return tuple(self.data[at : at + _ROW_WIDTH])
 
 
 class Introspector:
@@ -544,17 +565,8 @@ class Introspector:
         }
 
     def prune(self) -> None:
-        """Forget finished tasks, and pending ones that nothing but this table references."""
-        # Referrers of an abandoned task: the table's key, the list below, the loop variable
-        # and getrefcount's argument.
-        self.tasks.fold()
-        abandoned = [
-            task
-            for task in list(self.tasks.rows)
-            if task.done() or sys.getrefcount(task) <= ABANDONED_REFCOUNT
-        ]
-        for task in abandoned:
-            self.tasks.discard(task)
+        """Forget the rows of tasks that finished or were garbage-collected."""
+        self.tasks.prune()
 
 
 def _classify(callback: Any, step_types: set[type], plain_types: set[type]) -> Any:
