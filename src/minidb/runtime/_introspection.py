@@ -372,6 +372,7 @@ class Introspector:
 
             ntodo = len(ready)
             skipped = 0
+            finished = 0
             debug = loop._debug
             threshold = intro.blocking_threshold
             longest = intro.interval_longest
@@ -424,7 +425,7 @@ class Introspector:
                         if owner.done():
                             if rows:
                                 discard(owner)
-                            intro.tasks_finished += 1
+                            finished += 1
                         else:
                             # Four appends, not a tuple: a tuple holding a task is one more
                             # object for the garbage collector to track.
@@ -444,6 +445,7 @@ class Introspector:
             owner = None
             ran = ntodo - skipped
             intro.steps += ran
+            intro.tasks_finished += finished
             intro.busy += t0 - turn_start
             intro.interval_steps += ran
             intro.interval_longest = longest
