@@ -326,3 +326,52 @@ def test_introspection_does_not_keep_abandoned_tasks_alive() -> None:
     intro.prune()
     assert len(intro.tasks) == 0
     loop.close()
+
+
+def test_introspection_loop_mode_keeps_blocking_detection_without_task_counters() -> None:
+    """per_task=False: no task counters, but a blocking step still names its task."""
+    loop = rt.new_event_loop()
+    intro = rt.enable_introspection(loop, blocking_threshold=0.02, per_task=False)
+
+    async def slow() -> None:
+        time.sleep(0.04)
+
+    async def main() -> dict[str, Any]:
+        await asyncio.create_task(slow(), name="slow-one")
+        return rt.snapshot()
+
+    snap = loop.run_until_complete(main())
+    loop.close()
+    assert snap["loop"]["per_task"] is False
+    assert all(t["polls"] is None for t in snap["tasks"])
+    (event,) = intro.recent_blocking
+    assert event.task == "slow-one"
+
+
+def test_introspection_keeps_asyncio_debug_mode_slow_callback_warnings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """In asyncio debug mode the instrumented turn still logs slow callbacks like the plain one."""
+    loop = rt.new_event_loop()
+    loop.set_debug(True)
+    loop.slow_callback_duration = 0.01
+    rt.enable_introspection(loop)
+    loop.call_soon(time.sleep, 0.02)
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        loop.run_until_complete(asyncio.sleep(0))
+    loop.close()
+    assert any("Executing" in r.getMessage() for r in caplog.records if r.name == "asyncio")
+
+
+def test_introspection_disable_while_running_goes_back_to_the_plain_turn() -> None:
+    """A task can switch introspection off for its own loop; later turns are plain again."""
+    loop = rt.new_event_loop()
+    rt.enable_introspection(loop)
+
+    async def main() -> bool:
+        rt.disable_introspection()
+        await asyncio.sleep(0.001)
+        return "_run_once" in vars(loop) or loop._introspector is not None
+
+    assert loop.run_until_complete(main()) is False
+    loop.close()
