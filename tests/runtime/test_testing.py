@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -344,3 +345,15 @@ def test_testing_plugin_works_in_a_fresh_pytest(pytester: Any) -> None:
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(["*PausedClockStuck*"])
 
+
+
+def test_testing_runner_shutdown_waits_for_executor_threads_in_real_time() -> None:
+    """Closing a runner after to_thread work joins the executor without a virtual timeout."""
+
+    async def main() -> float:
+        await asyncio.to_thread(time.sleep, 0.01)
+        return asyncio.get_running_loop().time()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 3.12+ warns if the join "took" 300 virtual seconds
+        assert run_paused(main()) == 0.0

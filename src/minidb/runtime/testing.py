@@ -269,6 +269,18 @@ class PausedEventLoop(WheelEventLoop):
         future.add_done_callback(self._executor_pending.discard)
         return future
 
+    async def shutdown_default_executor(self, *args: Any, **kwargs: Any) -> None:
+        # The executor's threads join in real time. Since 3.12 asyncio.Runner bounds the wait
+        # with a 300 s loop timeout, which a virtual clock would jump to at once: hold the
+        # clock still (rule 3) for as long as the shutdown takes.
+        holding: asyncio.Future[None] = self.create_future()
+        self._executor_pending.add(holding)
+        try:
+            await super().shutdown_default_executor(*args, **kwargs)
+        finally:
+            self._executor_pending.discard(holding)
+            holding.cancel()
+
     # -- moving the clock by hand --------------------------------------------------------
 
     async def advance(self, seconds: float) -> None:
