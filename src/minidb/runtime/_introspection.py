@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from minidb.runtime._loop import WheelEventLoop, _format_handle
+from minidb.runtime._loop import WheelEventLoop, WheelTimerHandle, _format_handle
 
 __all__ = [
     "DEFAULT_BLOCKING_THRESHOLD_S",
@@ -349,6 +349,7 @@ class Introspector:
         plain_types: set[type] = set()
         step_types: set[type] = set()
         builtin_method = type(len)
+        timer_type = WheelTimerHandle
         task_type = asyncio.Task
         clock = time.perf_counter
         intro = self
@@ -402,19 +403,21 @@ class Introspector:
                 else:
                     handle._run()
                     t1 = clock()
-                if per_task:
+                # Timers never run task steps (tasks are woken with call_soon), so a timer
+                # handle needs no look at its callback.
+                if per_task and handle.__class__ is not timer_type:
                     # A task's steps are callbacks bound to it (__self__): C tasks use a
                     # wrapper type that always is, remembered in step_types; types with no
                     # __self__ at all (plain functions, partials) are remembered too, to skip
                     # a failing getattr.
                     callback = handle._callback
                     kind = callback.__class__
-                    if kind in step_types:
-                        owner = callback.__self__
-                    elif kind is builtin_method:  # a C task's wakeup, among others
+                    if kind is builtin_method:  # a C task's wakeup, among others
                         owner = callback.__self__
                         if not isinstance(owner, task_type):
                             owner = None
+                    elif kind in step_types:
+                        owner = callback.__self__
                     elif kind in plain_types:
                         owner = None
                     else:
