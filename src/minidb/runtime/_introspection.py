@@ -91,6 +91,7 @@ task can be held alive by the log; the log is also folded on every read and ever
 """
 
 LOG_ENTRIES = LOG_STEPS * 4
+"""Entries of a full log: task, start, end and scheduled for each step."""
 
 PRUNE_EVERY_INTERVALS = 10
 """Every this many intervals the task table drops tasks abandoned while pending."""
@@ -148,9 +149,6 @@ class IntrospectionStatistics:
 _POLLS, _BUSY, _SCHEDULED, _FIRST_POLL, _LAST_POLL = range(5)
 _ROW_WIDTH = 5
 
-_LOG_FIELDS = 4
-"""A logged step is (task, start, end, scheduled) in ``_TaskTable.log``."""
-
 
 class _TaskTable:
     """Per-task counters of live tasks, built so that the hot path stays cheap.
@@ -186,22 +184,27 @@ class _TaskTable:
         if not log:
             return
         rows, refs, data, free = self.rows, self.refs, self.data, self.free
-        for i in range(0, len(log), _LOG_FIELDS):
-            task, t0, t1, scheduled = log[i : i + _LOG_FIELDS]
+        ref = weakref.ref
+        entries = iter(log)
+        # zip over one iterator four times: the log's records, with no slicing per record.
+        for task, t0, t1, scheduled in zip(entries, entries, entries, entries, strict=True):
             if task.done():
                 continue
             key = id(task)
             at = rows.get(key)
             if at is None or refs[key]() is not task:
-                fields = array("d", (1.0, t1 - t0, scheduled, t0, t1))
-                if at is None:
-                    at = free.pop() if free else len(data)
-                if at == len(data):
-                    data.extend(fields)
+                if at is None and not free:
+                    rows[key] = len(data)
+                    data.extend((1.0, t1 - t0, scheduled, t0, t1))
                 else:
-                    data[at : at + _ROW_WIDTH] = fields
-                rows[key] = at
-                refs[key] = weakref.ref(task)
+                    if at is None:
+                        at = rows[key] = free.pop()
+                    data[at] = 1.0
+                    data[at + 1] = t1 - t0
+                    data[at + 2] = scheduled
+                    data[at + 3] = t0
+                    data[at + 4] = t1
+                refs[key] = ref(task)
             else:
                 data[at] += 1.0
                 data[at + 1] += t1 - t0
