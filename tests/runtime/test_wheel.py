@@ -18,6 +18,23 @@ from minidb.runtime._wheel import (
     WheelEntry,
 )
 
+try:
+    from minidb.runtime import _cwheel  # type: ignore[attr-defined]
+except ImportError:  # built only where a C compiler was at hand
+    _cwheel = None
+
+# Every test runs on the pure wheel and on its C twin: they must be indistinguishable.
+WHEEL_CLASSES = [
+    pytest.param(TimerWheel, id="pure"),
+    pytest.param(
+        getattr(_cwheel, "TimerWheel", None),
+        id="c",
+        marks=pytest.mark.skipif(_cwheel is None, reason="C accelerator not built"),
+    ),
+]
+pytestmark = pytest.mark.parametrize("wheel_class", WHEEL_CLASSES)
+WheelClass = type[TimerWheel]
+
 
 class Model:
     """The obvious implementation: a list of live entries, released sorted by (deadline, seq)."""
@@ -71,9 +88,11 @@ _ops = st.lists(
 
 @settings(max_examples=1500, deadline=None)
 @given(start=st.sampled_from([0, 1, 63, 64, 4095, MAX_SPAN - 1, 5 * MAX_SPAN + 17]), ops=_ops)
-def test_wheel_matches_sorted_list_model(start: int, ops: list[tuple]) -> None:
+def test_wheel_matches_sorted_list_model(
+    wheel_class: WheelClass, start: int, ops: list[tuple]
+) -> None:
     """Random insert/cancel/reset/advance sequences fire the same entries, in the same order."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel(start)
+    wheel: TimerWheel[WheelEntry] = wheel_class(start)
     model = Model(start)
     entries: dict[int, WheelEntry] = {}
     now = start
@@ -101,14 +120,14 @@ def test_wheel_matches_sorted_list_model(start: int, ops: list[tuple]) -> None:
     assert len(wheel) == 0
 
 
-def test_wheel_level_boundaries_fire_exactly_on_time() -> None:
+def test_wheel_level_boundaries_fire_exactly_on_time(wheel_class: WheelClass) -> None:
     """Deadlines at, just before and just after each level span fire at that tick, not earlier."""
     for level in range(NUM_LEVELS + 1):
         for delta in (-1, 0, 1):
             tick = (1 << (SLOT_BITS * level)) + delta
             if tick <= 0:
                 continue  # already due: see the past-deadline test
-            wheel: TimerWheel[WheelEntry] = TimerWheel()
+            wheel: TimerWheel[WheelEntry] = wheel_class()
             entry = WheelEntry(tick)
             wheel.insert(entry, tick)
             assert wheel.poll(tick - 1) == [], f"fired early at {tick - 1}"
@@ -116,9 +135,9 @@ def test_wheel_level_boundaries_fire_exactly_on_time() -> None:
             assert entry._wheel_where == UNFILED
 
 
-def test_wheel_poll_at_is_lower_bound_and_exact_on_level0() -> None:
+def test_wheel_poll_at_is_lower_bound_and_exact_on_level0(wheel_class: WheelClass) -> None:
     """poll_at() never exceeds the earliest deadline and equals it for level-0 entries."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     assert wheel.poll_at() is None
     wheel.insert(WheelEntry(), 5000)
     at = wheel.poll_at()
@@ -127,9 +146,9 @@ def test_wheel_poll_at_is_lower_bound_and_exact_on_level0() -> None:
     assert wheel.poll_at() == 10
 
 
-def test_wheel_top_level_wrap_beyond_max_span() -> None:
+def test_wheel_top_level_wrap_beyond_max_span(wheel_class: WheelClass) -> None:
     """Deadlines several laps past the top level's span wait their lap and fire exactly on time."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     ticks = [MAX_SPAN - 1, MAX_SPAN, MAX_SPAN + 1, 3 * MAX_SPAN + 12345, 7 * MAX_SPAN]
     entries = [WheelEntry(t) for t in ticks]
     for e, t in zip(entries, ticks, strict=True):
@@ -142,9 +161,9 @@ def test_wheel_top_level_wrap_beyond_max_span() -> None:
     assert len(wheel) == 0
 
 
-def test_wheel_past_deadline_is_pending_and_fires_at_next_poll() -> None:
+def test_wheel_past_deadline_is_pending_and_fires_at_next_poll(wheel_class: WheelClass) -> None:
     """A deadline at or before elapsed is due at once, in (deadline, insertion) order."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel(1000)
+    wheel: TimerWheel[WheelEntry] = wheel_class(1000)
     late, later, now_ = WheelEntry("late"), WheelEntry("later"), WheelEntry("now")
     wheel.insert(now_, 1000)
     wheel.insert(later, 999)
@@ -154,9 +173,9 @@ def test_wheel_past_deadline_is_pending_and_fires_at_next_poll() -> None:
     assert [e.payload for e in wheel.poll(1000)] == ["late", "later", "now"]
 
 
-def test_wheel_equal_deadlines_fifo_even_after_cascade_and_reset() -> None:
+def test_wheel_equal_deadlines_fifo_even_after_cascade_and_reset(wheel_class: WheelClass) -> None:
     """Equal deadlines fire in insert/reset order, across cascades and lazy extensions."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     a, b, c, d = (WheelEntry(x) for x in "abcd")
     wheel.insert(a, 90)  # level 1
     wheel.insert(b, 5000)  # level 2
@@ -167,9 +186,9 @@ def test_wheel_equal_deadlines_fifo_even_after_cascade_and_reset() -> None:
     assert [e.payload for e in wheel.poll(5000)] == ["b", "c", "a", "d"]
 
 
-def test_wheel_cancel_is_immediate_and_releases_slot() -> None:
+def test_wheel_cancel_is_immediate_and_releases_slot(wheel_class: WheelClass) -> None:
     """remove() unlinks at once: nothing left behind, occupancy bit cleared."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     entries = [WheelEntry(i) for i in range(1000)]
     for i, e in enumerate(entries):
         wheel.insert(e, 30_000 + i)
@@ -182,9 +201,9 @@ def test_wheel_cancel_is_immediate_and_releases_slot() -> None:
         wheel.remove(entries[0])
 
 
-def test_wheel_reset_earlier_and_later() -> None:
+def test_wheel_reset_earlier_and_later(wheel_class: WheelClass) -> None:
     """Resetting earlier fires earlier; resetting later never fires at the old deadline."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     early, late = WheelEntry("early"), WheelEntry("late")
     wheel.insert(early, 10_000)
     wheel.insert(late, 100)
@@ -195,9 +214,9 @@ def test_wheel_reset_earlier_and_later() -> None:
     assert [e.payload for e in wheel.poll(20_000)] == ["late"]
 
 
-def test_wheel_reset_many_times_costs_no_new_slots() -> None:
+def test_wheel_reset_many_times_costs_no_new_slots(wheel_class: WheelClass) -> None:
     """Pushing a deadline out repeatedly leaves one entry in the wheel, never a trail."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     entry = WheelEntry()
     wheel.insert(entry, 30_000)
     for i in range(1, 10_000):
@@ -208,18 +227,18 @@ def test_wheel_reset_many_times_costs_no_new_slots() -> None:
     assert wheel.poll(40_000 - 1) == [entry]
 
 
-def test_wheel_double_insert_rejected() -> None:
+def test_wheel_double_insert_rejected(wheel_class: WheelClass) -> None:
     """An entry can be in one place only."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel()
+    wheel: TimerWheel[WheelEntry] = wheel_class()
     entry = WheelEntry()
     wheel.insert(entry, 5)
     with pytest.raises(ValueError):
         wheel.insert(entry, 6)
 
 
-def test_wheel_clear_returns_everything() -> None:
+def test_wheel_clear_returns_everything(wheel_class: WheelClass) -> None:
     """clear() empties the wheel and hands back every entry."""
-    wheel: TimerWheel[WheelEntry] = TimerWheel(10)
+    wheel: TimerWheel[WheelEntry] = wheel_class(10)
     entries = [WheelEntry(i) for i in range(5)]
     for i, e in enumerate(entries):
         wheel.insert(e, i * 1000)

@@ -1,7 +1,8 @@
 """minidb.runtime: Tokio's timer ideas in asyncio.
 
 - ``TimerWheel``: a hierarchical timer wheel (6 levels x 64 slots, O(1) insert/cancel/reset),
-  a pure data structure.
+  a pure data structure. The loop runs on its C twin when that was built (``ACCELERATED``;
+  ``MINIDB_PURE_PYTHON=1`` forces the pure one).
 - ``WheelEventLoop``: a drop-in asyncio event loop whose timers live on the wheel, with
   ``loop.reschedule(handle, when)`` to move an armed timer in place.
 - ``timeout()`` / ``timeout_at()``: ``asyncio.timeout`` whose ``reschedule()`` uses it.
@@ -23,6 +24,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from minidb.runtime._accel import ACCELERATED
 from minidb.runtime._introspection import (
     DEFAULT_BLOCKING_THRESHOLD_S,
     BlockingEvent,
@@ -43,6 +45,7 @@ from minidb.runtime._timeout import Timeout, timeout, timeout_at
 from minidb.runtime._wheel import TimerWheel, WheelEntry, WheelStatistics
 
 __all__ = [
+    "ACCELERATED",
     "DEFAULT_BLOCKING_THRESHOLD_S",
     "INTROSPECTION_ENV",
     "BlockingEvent",

@@ -35,7 +35,9 @@ from asyncio import base_events, events, format_helpers
 from collections.abc import Callable
 from typing import Any, TypeVarTuple, Unpack
 
-from minidb.runtime._wheel import UNFILED, TimerWheel, WheelStatistics
+from minidb.runtime import _accel
+from minidb.runtime._accel import TimerWheel
+from minidb.runtime._wheel import UNFILED, WheelStatistics
 
 TICKS_PER_SECOND = 1000
 """Wheel resolution: 1 ms ticks, like Tokio. Deadlines round up to the next tick."""
@@ -108,6 +110,18 @@ class WheelTimerHandle(events.TimerHandle):
                 self._repr = repr(self)  # type: ignore[assignment]
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
+
+
+def _no_c_schedule(*args: Any) -> WheelTimerHandle:
+    raise RuntimeError("the C accelerator is not in use")
+
+
+_C_SCHEDULE: Callable[..., WheelTimerHandle] = (
+    _accel.schedule
+    if _accel.schedule is not None and _accel.check_handle_class(WheelTimerHandle)
+    else _no_c_schedule
+)
+"""``_cwheel.schedule`` when the loop uses the C accelerator (see ``_accel.py``)."""
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):
@@ -197,6 +211,59 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         self._wheel.insert(timer, tick)
         timer._scheduled = True
         return timer
+
+    # The same two methods with the handle made and filed in C (``_cwheel.schedule``), used when
+    # the accelerator is on: no bytecode runs between the loop's checks and the filed handle.
+    # Debug mode takes the Python methods above (the traceback, the thread and callback checks).
+
+    def _call_at_c(
+        self,
+        when: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> WheelTimerHandle:
+        """Like ``asyncio.AbstractEventLoop.call_at``; the handle is filed on the wheel."""
+        if self._debug:
+            timer = self._call_at_py(when, callback, *args, context=context)
+            if timer._source_traceback:
+                del timer._source_traceback[-1]
+            return timer
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()
+        return _C_SCHEDULE(
+            self, self._wheel, WheelTimerHandle, when, callback, args, context,
+            self._tick_tolerance,
+        )
+
+    def _call_later_c(
+        self,
+        delay: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> WheelTimerHandle:
+        """Like ``asyncio.AbstractEventLoop.call_later`` (which is ``call_at(time() + delay)``)."""
+        if self._debug:
+            timer = self._call_later_py(delay, callback, *args, context=context)
+            if timer._source_traceback:
+                del timer._source_traceback[-1]
+            return timer
+        if delay is None:
+            raise TypeError("delay must not be None")
+        when = self.time() + delay
+        self._check_closed()
+        return _C_SCHEDULE(
+            self, self._wheel, WheelTimerHandle, when, callback, args, context,
+            self._tick_tolerance,
+        )
+
+    _call_at_py = call_at
+    _call_later_py = call_later
+    if _C_SCHEDULE is not _no_c_schedule:
+        call_at = _call_at_c
+        call_later = _call_later_c
 
     def _call_later_via_call_at(
         self,
