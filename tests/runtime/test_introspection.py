@@ -385,14 +385,16 @@ def test_introspection_task_table_folds_the_log_and_reuses_rows() -> None:
     futures = [loop.create_future() for _ in range(3)]
     a, b, c = (loop.create_task(asyncio.wait([f])) for f in futures)
     table = _TaskTable()
-    table.log.extend([a, 1.0, 1.5, 0.25, b, 2.0, 2.1, 0.0, a, 3.0, 3.5, 0.5])
+    table.log.extend([a, b, a])
+    table.log_times.extend([1.0, 1.5, 0.25, 2.0, 2.1, 0.0, 3.0, 3.5, 0.5])
     table.fold()
-    assert table.log == [] and len(table) == 2
+    assert table.log == [] and len(table.log_times) == 0 and len(table) == 2
     assert table.get(a) == (2.0, 1.0, 0.75, 1.0, 3.5)
     assert table.get(b) == (1.0, 2.1 - 2.0, 0.0, 2.0, 2.1)
     b_row = table.rows[id(b)]
     table.discard(b)
-    table.log.extend([c, 4.0, 4.25, 0.0])
+    table.log.append(c)
+    table.log_times.extend([4.0, 4.25, 0.0])
     table.fold()
     assert table.rows[id(c)] == b_row  # the freed row, reused
     assert table.get(c) == (1.0, 0.25, 0.0, 4.0, 4.25)

@@ -85,13 +85,11 @@ RECENT_COLLECTIONS = 64
 LOG_STEPS = 131_072
 """Task steps logged before they are folded into the task table.
 
-It bounds the log's memory (about 100 bytes a step, so ~13 MB) and how many steps a finished
+It bounds the log's memory (32 bytes a step, so 4 MiB) and how many steps a finished
 task can be held alive by the log; the log is also folded on every read and every
 ``PRUNE_EVERY_INTERVALS`` intervals.
 """
 
-LOG_ENTRIES = LOG_STEPS * 4
-"""Entries of a full log: task, start, end and scheduled for each step."""
 
 PRUNE_EVERY_INTERVALS = 10
 """Every this many intervals the task table drops tasks abandoned while pending."""
@@ -153,7 +151,8 @@ _ROW_WIDTH = 5
 class _TaskTable:
     """Per-task counters of live tasks, built so that the hot path stays cheap.
 
-    A step does not look its task up: it appends task, start, end and scheduled to ``log``.
+    A step does not look its task up: it appends the task to ``log`` and its start, end and
+    scheduled time to ``log_times`` (three doubles a step).
     The log is folded into the table (``fold``) when it fills up, before any read, and every
     ``PRUNE_EVERY_INTERVALS`` intervals. Steps of tasks that have finished by then are
     skipped, so short-lived tasks mostly never get a row at all: with 100k tasks a hash insert
@@ -169,7 +168,8 @@ class _TaskTable:
     """
 
     def __init__(self) -> None:
-        self.log: list[Any] = []
+        self.log: list[asyncio.Task[Any]] = []
+        self.log_times = array("d")
         self.rows: dict[int, int] = {}
         self.refs: dict[int, weakref.ref[asyncio.Task[Any]]] = {}
         self.free: list[int] = []
@@ -185,9 +185,9 @@ class _TaskTable:
             return
         rows, refs, data, free = self.rows, self.refs, self.data, self.free
         ref = weakref.ref
-        entries = iter(log)
-        # zip over one iterator four times: the log's records, with no slicing per record.
-        for task, t0, t1, scheduled in zip(entries, entries, entries, entries, strict=True):
+        times = self.log_times
+        starts, ends, waits = times[0::3], times[1::3], times[2::3]
+        for task, t0, t1, scheduled in zip(log, starts, ends, waits, strict=True):
             if task.done():
                 continue
             key = id(task)
@@ -210,8 +210,9 @@ class _TaskTable:
                 data[at + 1] += t1 - t0
                 data[at + 2] += scheduled
                 data[at + 4] = t1
-        # Cleared in place: the running turn holds the list's bound append.
+        # Cleared in place: the running turn holds the bound appends.
         log.clear()
+        del times[:]
 
     def discard(self, task: asyncio.Task[Any]) -> None:
         self._discard_key(id(task))
@@ -385,7 +386,8 @@ class Introspector:
             bar = longest if longest < threshold else threshold
             turn_start = t0 = clock()
             popleft = ready.popleft
-            log_step = table.log.append
+            log_task = table.log.append
+            log_time = table.log_times.append
             owner: Any = None
             for _ in range(ntodo):
                 handle = popleft()
@@ -433,12 +435,13 @@ class Introspector:
                                 discard(owner)
                             finished += 1
                         else:
-                            # Four appends, not a tuple: a tuple holding a task is one more
-                            # object for the garbage collector to track.
-                            log_step(owner)
-                            log_step(t0)
-                            log_step(t1)
-                            log_step(t0 - turn_start)
+                            # Appends, not a tuple: a tuple holding a task would be one more
+                            # object for the garbage collector to track; and the times go
+                            # into an array, so no float object is kept alive per step.
+                            log_task(owner)
+                            log_time(t0)
+                            log_time(t1)
+                            log_time(t0 - turn_start)
                 if t1 - t0 > bar:
                     dt = t1 - t0
                     if dt > longest:
@@ -457,7 +460,7 @@ class Introspector:
             intro.interval_longest = longest
             if t0 - intro.interval_start >= intro.interval:
                 intro._roll_interval(t0)
-            elif len(table.log) >= LOG_ENTRIES:
+            elif len(table.log) >= LOG_STEPS:
                 table.fold()
 
         return run_once
