@@ -41,8 +41,7 @@ import threading
 import time
 import weakref
 from array import array
-from asyncio import events
-from asyncio.log import logger as asyncio_logger
+from asyncio import base_events, events
 from collections import deque
 from dataclasses import dataclass
 from types import FrameType
@@ -402,7 +401,8 @@ class Introspector:
                         loop._current_handle = None
                     t1 = clock()
                     if t1 - t0 >= loop.slow_callback_duration:
-                        asyncio_logger.warning(
+                        # Looked up at call time, as the plain turn does.
+                        base_events.logger.warning(  # type: ignore[attr-defined]
                             "Executing %s took %.3f seconds", _format_handle(handle), t1 - t0
                         )
                 else:

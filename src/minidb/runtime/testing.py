@@ -37,14 +37,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import math
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar, TypeVarTuple, Unpack
 
-from minidb.runtime._loop import TICKS_PER_SECOND, WheelEventLoop, WheelTimerHandle
+from minidb.runtime._loop import TICKS_PER_SECOND, WheelEventLoop
 
 __all__ = [
     "DEFAULT_IDLE_LIMIT_S",
@@ -101,12 +100,6 @@ class PausedClockStatistics:
     """Times the loop waited in real time (executor work, autojump threshold, no timers)."""
 
 
-def _tick_at_or_after(when: float) -> int:
-    """The first tick at or after ``when``, forgiving float noise below ``TICK_TOLERANCE``."""
-    exact = when * TICKS_PER_SECOND
-    return math.ceil(exact - TICK_TOLERANCE)
-
-
 class _PausedSelector:
     """Wraps the loop's selector: a wait becomes a clock jump, under the rules in the docstring."""
 
@@ -160,6 +153,7 @@ class _PausedSelector:
 class PausedEventLoop(WheelEventLoop):
     """A ``WheelEventLoop`` on a virtual clock that jumps when every task waits for a timer."""
 
+    # call_at, call_later and reschedule round deadlines to ticks with this tolerance.
     _tick_tolerance = TICK_TOLERANCE
 
     def __init__(
@@ -195,14 +189,6 @@ class PausedEventLoop(WheelEventLoop):
         # Exact, not floor(time() * 1000): tick / 1000 * 1000 is not always tick again.
         return self._tick
 
-    def _tick_for(self, when: float) -> int:
-        try:
-            return _tick_at_or_after(when)
-        except OverflowError:
-            return super()._tick_for(when)
-        except ValueError:
-            return 0
-
     def _set_time(self, when: float) -> None:
         self._now = when
         self._tick = math.floor(when * TICKS_PER_SECOND + TICK_TOLERANCE)
@@ -224,38 +210,7 @@ class PausedEventLoop(WheelEventLoop):
             real_waits=self._real_waits,
         )
 
-    # -- scheduling on the tolerant tick -------------------------------------------------
-
-    def call_at(
-        self,
-        when: float,
-        callback: Callable[[Unpack[_Ts]], object],
-        *args: *_Ts,
-        context: contextvars.Context | None = None,
-    ) -> WheelTimerHandle:
-        if when is None:
-            raise TypeError("when cannot be None")
-        self._check_closed()
-        if self._debug:
-            self._check_thread()
-            self._check_callback(callback, "call_at")
-        timer = WheelTimerHandle(when, callback, args, self, context)
-        if timer._source_traceback:
-            del timer._source_traceback[-1]
-        self._wheel.insert(timer, self._tick_for(when))
-        timer._scheduled = True
-        return timer
-
-    def call_later(
-        self,
-        delay: float,
-        callback: Callable[[Unpack[_Ts]], object],
-        *args: *_Ts,
-        context: contextvars.Context | None = None,
-    ) -> WheelTimerHandle:
-        if delay is None:
-            raise TypeError("delay must not be None")
-        return self.call_at(self._now + delay, callback, *args, context=context)
+    # -- scheduling --------------------------------------------------------------------
 
     def run_in_executor(
         self,
