@@ -6,6 +6,7 @@ import asyncio
 import socket
 import time
 import warnings
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -357,3 +358,32 @@ def test_testing_runner_shutdown_waits_for_executor_threads_in_real_time() -> No
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # 3.12+ warns if the join "took" 300 virtual seconds
         assert run_paused(main()) == 0.0
+
+
+def test_testing_minidb_server_idle_timeout_on_the_paused_clock(tmp_path: Path) -> None:
+    """The minidb server hangs up on a silent client 30 s after its last request, in real ms."""
+    from minidb.server import Server, ServerConfig
+
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        server = Server(ServerConfig(port=0, data_dir=tmp_path, idle_timeout=30.0))
+        await server.start()
+        try:
+            assert server.line_address is not None
+            reader, writer = await asyncio.open_connection(*server.line_address)
+            await asyncio.sleep(5)
+            writer.write(b"SET b k v\n")
+            assert (await reader.readline()).startswith(b"OK")
+            answered = loop.time()
+            async with asyncio.timeout(60):
+                assert await reader.read() == b""  # the server hung up
+            writer.close()
+            return loop.time() - answered
+        finally:
+            server.request_shutdown()
+            async with asyncio.timeout(60):
+                await server.serve()
+
+    real_start = time.monotonic()
+    assert run_paused(main()) == 30.0
+    assert time.monotonic() - real_start < REAL_BUDGET_S
