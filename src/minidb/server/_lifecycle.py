@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from minidb.errors import CorruptionError, WalError
 from minidb.protocol import WRITES, parse_request
+from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Hub, LineConnection
 from minidb.server._listeners import accept_loop, address_of, bind_listener
@@ -157,6 +158,10 @@ class Server:
                 raise
             sockets = self._metrics_server.sockets
             self.metrics_address = address_of(sockets[0])
+            if isinstance(loop, WheelEventLoop):
+                # The metrics port serves /debug/tasks, which `minidb top` reads: give it the
+                # per-task counters (a few percent of loop overhead, paid only when asked for).
+                enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
         self._accept_task = loop.create_task(
             accept_loop(self._listener, hub, lambda: LineConnection(hub, loop)),
