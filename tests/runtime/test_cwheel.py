@@ -313,6 +313,29 @@ def test_cwheel_schedule_errors_match_the_loop() -> None:
         loop.call_later(1, print)
 
 
+def test_cwheel_reschedule_checks_like_the_loop() -> None:
+    """The C reschedule refuses what the Python one refuses, with the same errors."""
+    loop, other = rt.new_event_loop(), asyncio.new_event_loop()
+    try:
+        handle = loop.call_later(10, print)
+        with pytest.raises(TypeError, match="when must be a number, not str"):
+            loop.reschedule(handle, "later")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="not a timer handle"):
+            loop.reschedule(object(), 1.0)
+        with pytest.raises(ValueError, match="not a timer of this loop"):
+            loop.reschedule(other.call_later(10, print), 1.0)
+        assert loop.reschedule(handle, math.inf) and handle._when == math.inf
+        assert handle._wheel_tick == _loop._FAR_FUTURE_TICK
+        assert loop.reschedule(handle, math.nan) and handle._wheel_tick == 0
+        assert loop.reschedule(handle, loop.time() + 5)
+        handle.cancel()
+        assert loop.reschedule(handle, loop.time() + 5) is False
+        assert len(loop._wheel) == 0
+    finally:
+        loop.close()
+        other.close()
+
+
 def test_cwheel_context_copied_or_given() -> None:
     """Each handle gets its own copy of the current context unless one is passed."""
     loop = rt.new_event_loop()

@@ -2,7 +2,8 @@
 
 ``minidb.runtime._cwheel`` (optional, built from ``_cwheel.c`` when a compiler is at hand) is a
 C twin of ``_wheel.TimerWheel`` with the same API and behaviour, plus ``schedule()``, which does
-all of ``call_at`` after the loop's own checks without running bytecode. It is used unless the
+all of ``call_at`` after the loop's own checks without running bytecode, and ``reschedule()``,
+the body of ``loop.reschedule``. It is used unless the
 environment sets ``MINIDB_PURE_PYTHON=1`` (read once, at import) or it did not build. The pure
 module stays the reference: both are tested against the same model and the same loop tests.
 """
@@ -19,7 +20,7 @@ PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
 """Environment variable: ``1`` makes the runtime use the pure-Python wheel even when the C
 accelerator is installed."""
 
-__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "TimerWheel", "schedule"]
+__all__ = ["ACCELERATED", "PURE_PYTHON_ENV", "TimerWheel", "reschedule", "schedule"]
 
 Schedule = Callable[..., Any]
 """``schedule(loop, wheel, cls, when, callback, args, context, tick_tolerance) -> handle``."""
@@ -49,6 +50,9 @@ else:
 
 schedule: Schedule | None = _cwheel.schedule if ACCELERATED else None
 """The C ``call_at`` body when accelerated, else None (the loop runs its Python one)."""
+
+reschedule: Callable[..., bool] | None = _cwheel.reschedule if ACCELERATED else None
+"""``reschedule(loop, wheel, handle, when, tick_tolerance)``: the C ``loop.reschedule`` body."""
 
 
 def check_handle_class(cls: type) -> bool:

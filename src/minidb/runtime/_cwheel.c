@@ -705,6 +705,26 @@ Wheel_remove(Wheel *self, PyObject *entry)
     Py_RETURN_NONE;
 }
 
+static int
+wheel_reset(Wheel *self, PyObject *entry, PyObject *tick_obj)
+{
+    int64_t tick;
+    if (tick_value(tick_obj, &tick) < 0) {
+        return -1;
+    }
+    int where = get_where(entry);
+    if (where == -3) {
+        return -1;
+    }
+    if (wheel_unlink(self, entry, where) < 0) {
+        return -1;
+    }
+    if (set_attr(entry, str_wheel_tick, 1, tick_obj) < 0) {
+        return -1;
+    }
+    return wheel_file(self, entry, tick);
+}
+
 static PyObject *
 Wheel_reset(Wheel *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -712,22 +732,7 @@ Wheel_reset(Wheel *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "reset() takes 2 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *entry = args[0], *tick_obj = args[1];
-    int64_t tick;
-    if (tick_value(tick_obj, &tick) < 0) {
-        return NULL;
-    }
-    int where = get_where(entry);
-    if (where == -3) {
-        return NULL;
-    }
-    if (wheel_unlink(self, entry, where) < 0) {
-        return NULL;
-    }
-    if (set_attr(entry, str_wheel_tick, 1, tick_obj) < 0) {
-        return NULL;
-    }
-    if (wheel_file(self, entry, tick) < 0) {
+    if (wheel_reset(self, args[0], args[1]) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1106,7 +1111,7 @@ tick_object(long long tick)
 /* ``math.ceil(when * TICKS_PER_SECOND - tolerance)`` exactly as the loop computes it, falling
  * back to ``loop._tick_for(when)`` on OverflowError or ValueError, as the loop does. */
 static PyObject *
-tick_for(PyObject *loop, PyObject *when, PyObject *tolerance)
+tick_for(PyObject *loop, PyObject *when, PyObject *tolerance, int rewrap_type_error)
 {
     if (PyFloat_CheckExact(when) && PyFloat_CheckExact(tolerance)) {
         /* Two IEEE operations, as in Python (built with -ffp-contract=off: no fused FMA). */
@@ -1132,6 +1137,13 @@ tick_for(PyObject *loop, PyObject *when, PyObject *tolerance)
                     return r;
                 }
             }
+        }
+        if (rewrap_type_error && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            /* As loop.reschedule words it (``raise TypeError(...) from None``). */
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "when must be a number, not %.100s",
+                         Py_TYPE(when)->tp_name);
+            return NULL;
         }
         if (!PyErr_ExceptionMatches(PyExc_OverflowError)
             && !PyErr_ExceptionMatches(PyExc_ValueError)) {
@@ -1169,7 +1181,7 @@ cwheel_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "when cannot be None");
         return NULL;
     }
-    PyObject *tick_obj = tick_for(loop, when, tolerance);
+    PyObject *tick_obj = tick_for(loop, when, tolerance, 0);
     if (tick_obj == NULL) {
         return NULL;
     }
@@ -1239,7 +1251,94 @@ cwheel_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return handle;
 }
 
+static PyObject *str_scheduled;
+static PyObject *str_loop;
+static PyObject *str_when;
+
+/* ``loop.reschedule(handle, when)``: move an armed timer in place; see ``_loop.py``. */
+static PyObject *
+cwheel_reschedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "reschedule() takes 5 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *loop = args[0], *wheel = args[1], *handle = args[2], *when = args[3];
+    PyObject *tolerance = args[4];
+    int known = handle_type != NULL && Py_IS_TYPE(handle, handle_type);
+    PyObject *scheduled;
+    if (known) {
+        scheduled = *(PyObject **)((char *)handle + handle_offsets[H_SCHEDULED]);
+        Py_XINCREF(scheduled);
+    }
+    else {
+        scheduled = PyObject_GetAttr(handle, str_scheduled);
+    }
+    if (scheduled == NULL) {
+        if (known || PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%R is not a timer handle", handle);
+        }
+        return NULL;
+    }
+    int armed = PyObject_IsTrue(scheduled);
+    Py_DECREF(scheduled);
+    if (armed <= 0) {
+        return armed < 0 ? NULL : Py_NewRef(Py_False);
+    }
+    PyObject *owner;
+    if (known) {
+        owner = *(PyObject **)((char *)handle + handle_offsets[H_LOOP]);
+        Py_XINCREF(owner);
+        if (owner == NULL) {
+            PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '_loop'",
+                         Py_TYPE(handle)->tp_name);
+        }
+    }
+    else {
+        owner = PyObject_GetAttr(handle, str_loop);
+    }
+    if (owner == NULL) {
+        return NULL;
+    }
+    Py_DECREF(owner);   /* only its identity is needed */
+    if (owner != loop) {
+        PyErr_Format(PyExc_ValueError, "%R is not a timer of this loop", handle);
+        return NULL;
+    }
+    PyObject *tick_obj = tick_for(loop, when, tolerance, 1);
+    if (tick_obj == NULL) {
+        return NULL;
+    }
+    int r;
+    if (known) {
+        fill(handle, H_WHEN, when);
+        r = 0;
+    }
+    else {
+        r = PyObject_SetAttr(handle, str_when, when);
+    }
+    if (r == 0) {
+        if (PyObject_TypeCheck(wheel, &Wheel_Type)) {
+            r = wheel_reset((Wheel *)wheel, handle, tick_obj);
+        }
+        else {
+            PyObject *res = PyObject_CallMethod(wheel, "reset", "OO", handle, tick_obj);
+            r = res == NULL ? -1 : 0;
+            Py_XDECREF(res);
+        }
+    }
+    Py_DECREF(tick_obj);
+    if (r < 0) {
+        return NULL;
+    }
+    Py_RETURN_TRUE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"reschedule", (PyCFunction)(void (*)(void))cwheel_reschedule, METH_FASTCALL,
+     "reschedule(loop, wheel, handle, when, tick_tolerance) -> bool\n\n"
+     "The body of WheelEventLoop.reschedule: move an armed timer of loop to when, in place."},
     {"schedule", (PyCFunction)(void (*)(void))cwheel_schedule, METH_FASTCALL,
      "schedule(loop, wheel, cls, when, callback, args, context, tick_tolerance) -> handle\n\n"
      "Make a cls timer handle (the fields of TimerHandle.__init__, no debug traceback), file it\n"
@@ -1270,6 +1369,12 @@ PyInit__cwheel(void)
     str_wheel_tick = PyUnicode_InternFromString("_wheel_tick");
     str_wheel_where = PyUnicode_InternFromString("_wheel_where");
     str_tick_for = PyUnicode_InternFromString("_tick_for");
+    str_scheduled = PyUnicode_InternFromString("_scheduled");
+    str_loop = PyUnicode_InternFromString("_loop");
+    str_when = PyUnicode_InternFromString("_when");
+    if (str_scheduled == NULL || str_loop == NULL || str_when == NULL) {
+        goto error;
+    }
     if (str_wheel_tick == NULL || str_wheel_where == NULL || str_tick_for == NULL) {
         goto error;
     }

@@ -19,6 +19,11 @@ timers whose deadlines share a tick run in the order they were scheduled (FIFO, 
 uvloop/libuv, which also keep 1 ms deadlines; stock asyncio orders by the exact float and calls
 the order of equal deadlines undefined); ``loop.time()`` is the stock monotonic clock.
 
+When the optional C accelerator is in use (``_accel.py``; ``MINIDB_PURE_PYTHON=1`` turns it
+off) the wheel is its C twin and ``call_at``/``call_later`` leave making and filing the handle
+to ``_cwheel.schedule`` (``reschedule`` to ``_cwheel.reschedule``); the Python methods remain
+for debug mode and for the pure build.
+
 ``_run_once`` below is the stock one with the heap replaced by the wheel; it is "the only place
 where callbacks are actually called", as in asyncio. The private ``_scheduled`` list is kept
 (always empty) for code that peeks at it.
@@ -122,6 +127,19 @@ _C_SCHEDULE: Callable[..., WheelTimerHandle] = (
     else _no_c_schedule
 )
 """``_cwheel.schedule`` when the loop uses the C accelerator (see ``_accel.py``)."""
+
+
+
+def _no_c_reschedule(*args: Any) -> bool:
+    raise RuntimeError("the C accelerator is not in use")
+
+
+_C_RESCHEDULE: Callable[..., bool] = (
+    _accel.reschedule
+    if _accel.reschedule is not None and _C_SCHEDULE is not _no_c_schedule
+    else _no_c_reschedule
+)
+"""``_cwheel.reschedule`` under the same condition."""
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):
@@ -314,6 +332,16 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         handle._when = when
         self._wheel.reset(handle, tick)
         return True
+
+    if _C_RESCHEDULE is not _no_c_reschedule:
+        _reschedule_py = reschedule
+
+        def reschedule(self, handle: Any, when: float) -> bool:
+            """Move an armed timer of this loop to ``when``, in place; return whether it was armed.
+
+            The accelerated twin of the method above (same checks and errors, in C).
+            """
+            return _C_RESCHEDULE(self, self._wheel, handle, when, self._tick_tolerance)
 
     def _timer_handle_cancelled(self, handle: Any) -> None:
         # Called by TimerHandle.cancel(): unlink at once, leaving no tombstone behind.
