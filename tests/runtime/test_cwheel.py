@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fractions
 import gc
 import math
 import os
+import random
 import subprocess
 import sys
 import weakref
@@ -399,3 +401,55 @@ async def _sleepers(n: int) -> float:
 def test_cwheel_loop_runs_sleep_tasks() -> None:
     """asyncio.sleep on the accelerated loop wakes every task, never early."""
     assert rt.run(_sleepers(200)) >= 0.004
+
+
+def test_cwheel_survives_entries_that_reenter_the_wheel() -> None:
+    """Entries whose __hash__ and __setattr__ poll, clear and refill the wheel never crash it."""
+    rng = random.Random(5)
+    wheel = _cwheel.TimerWheel()
+    pool: list[Any] = []
+
+    def meddle() -> None:
+        roll = rng.random()
+        with contextlib.suppress(Exception):
+            if roll < 0.1:
+                wheel.clear()
+            elif roll < 0.2:
+                wheel.poll(wheel.elapsed + rng.randrange(5000))
+            elif roll < 0.3 and pool:
+                wheel.remove(rng.choice(pool))
+            elif roll < 0.4:
+                pool.append(WheelEntry())
+                wheel.insert(pool[-1], wheel.elapsed + rng.randrange(-5, 100_000))
+
+    class Meddler:
+        def __init__(self) -> None:
+            self._wheel_tick = 0
+            self._wheel_where = UNFILED
+
+        def __hash__(self) -> int:
+            meddle()
+            return id(self) >> 4
+
+        def __setattr__(self, name: str, value: object) -> None:
+            if rng.random() < 0.05:
+                meddle()
+            object.__setattr__(self, name, value)
+
+    for _ in range(20_000):
+        roll = rng.random()
+        with contextlib.suppress(KeyError, ValueError, RuntimeError, AssertionError):
+            if roll < 0.4:
+                pool.append(Meddler() if rng.random() < 0.5 else WheelEntry())
+                wheel.insert(pool[-1], wheel.elapsed + rng.randrange(-10, 300_000))
+            elif roll < 0.6 and pool:
+                wheel.remove(rng.choice(pool))
+            elif roll < 0.8 and pool:
+                wheel.reset(rng.choice(pool), wheel.elapsed + rng.randrange(-10, 300_000))
+            else:
+                wheel.poll(wheel.elapsed + rng.randrange(20_000))
+                wheel.poll_at()
+                wheel.statistics()
+        del pool[:-2000]
+    wheel.clear()
+    assert wheel.poll(wheel.elapsed + 10**6) == []
