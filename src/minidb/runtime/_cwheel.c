@@ -3,7 +3,8 @@
  * This module owns a C implementation of ``minidb.runtime._wheel.TimerWheel`` with the same
  * API and the same behaviour (theory of operation: that module's docstring), plus
  * ``schedule()``, which does the whole of ``call_at`` after the loop's own checks: it makes the
- * ``WheelTimerHandle``, fills its slots and files it, with no bytecode in between. The pure
+ * ``WheelTimerHandle``, fills its slots and files it, with no bytecode in between; and
+ * ``reschedule()``, the body of ``loop.reschedule`` (an idle timeout pushed out). The pure
  * module stays the reference and the fallback (``_accel.py`` picks one); the tests run both.
  *
  * Representation. Slots and the pending set are dicts keyed by entry, exactly as in the pure
