@@ -338,6 +338,35 @@ def test_cwheel_reschedule_checks_like_the_loop() -> None:
         other.close()
 
 
+def test_cwheel_cancel_like_the_python_method() -> None:
+    """The C cancel unlinks, drops the callback, keeps a repr in debug mode, runs once."""
+    loop = rt.new_event_loop()
+    loop.set_debug(False)  # python -X dev turns it on
+    try:
+        handle = loop.call_later(10, print, "x")
+        handle.cancel()
+        handle.cancel()
+        assert handle._cancelled and not handle._scheduled and len(loop._wheel) == 0
+        assert (handle._callback, handle._args, handle._repr) == (None, None, None)
+        loop.set_debug(True)
+        handle = loop.call_later(10, print, "x")
+        handle.cancel()
+        assert handle._repr is not None and "print" in handle._repr
+
+        class Sub(_loop.WheelTimerHandle):
+            __slots__ = ()
+
+        sub = Sub(loop.time() + 5, print, (), loop)
+        loop._wheel.insert(sub, 10**9)
+        sub._scheduled = True
+        sub.cancel()  # not the exact class: the Python method runs
+        assert sub._cancelled and len(loop._wheel) == 0
+    finally:
+        loop.close()
+    if rt.ACCELERATED:
+        assert type(_loop.WheelTimerHandle.cancel).__name__ == "method_descriptor"
+
+
 def test_cwheel_context_copied_or_given() -> None:
     """Each handle gets its own copy of the current context unless one is passed."""
     loop = rt.new_event_loop()

@@ -55,6 +55,10 @@ reschedule: Callable[..., bool] | None = _cwheel.reschedule if ACCELERATED else 
 """``reschedule(loop, wheel, handle, when, tick_tolerance)``: the C ``loop.reschedule`` body."""
 
 
+cancel_method: Callable[[type], Any] | None = _cwheel.cancel_method if ACCELERATED else None
+"""``cancel_method(cls)``: a C ``cancel`` method descriptor for the handle class."""
+
+
 def check_handle_class(cls: type) -> bool:
     """Whether ``schedule`` can fill handles of ``cls`` (every field a plain slot)."""
     return bool(ACCELERATED and _cwheel.check_handle_class(cls))

@@ -1336,7 +1336,111 @@ cwheel_reschedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_TRUE;
 }
 
+static PyObject *str_wheel;
+static PyObject *str_debug;
+static PyObject *str_cancel_py;
+
+/* A field of a handle of the checked class, as a new reference, or NULL with AttributeError. */
+static PyObject *
+field(PyObject *handle, int index)
+{
+    PyObject *v = *(PyObject **)((char *)handle + handle_offsets[index]);
+    if (v == NULL) {
+        PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%s'",
+                     Py_TYPE(handle)->tp_name, handle_field_names[index]);
+        return NULL;
+    }
+    return Py_NewRef(v);
+}
+
+/* WheelTimerHandle.cancel: unlink from the wheel at once, then forget the callback, as the
+ * Python method does (which instances of subclasses still run). */
+static PyObject *
+handle_cancel(PyObject *self, PyObject *unused)
+{
+    if (handle_type == NULL || !Py_IS_TYPE(self, handle_type)) {
+        return PyObject_CallMethodNoArgs(self, str_cancel_py);
+    }
+    PyObject *cancelled = field(self, H_CANCELLED);
+    if (cancelled == NULL) {
+        return NULL;
+    }
+    int done = PyObject_IsTrue(cancelled);
+    Py_DECREF(cancelled);
+    if (done) {
+        return done < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *loop = field(self, H_LOOP);
+    if (loop == NULL) {
+        return NULL;
+    }
+    PyObject *scheduled = field(self, H_SCHEDULED);
+    int armed = scheduled == NULL ? -1 : PyObject_IsTrue(scheduled);
+    Py_XDECREF(scheduled);
+    if (armed < 0) {
+        goto error;
+    }
+    if (armed) {
+        PyObject *wheel = PyObject_GetAttr(loop, str_wheel);
+        if (wheel == NULL) {
+            goto error;
+        }
+        PyObject *r = PyObject_TypeCheck(wheel, &Wheel_Type)
+            ? Wheel_remove((Wheel *)wheel, self)
+            : PyObject_CallMethod(wheel, "remove", "O", self);
+        Py_DECREF(wheel);
+        if (r == NULL) {
+            goto error;
+        }
+        Py_DECREF(r);
+        fill(self, H_SCHEDULED, Py_False);
+    }
+    fill(self, H_CANCELLED, Py_True);
+    PyObject *debug = PyObject_GetAttr(loop, str_debug);
+    int verbose = debug == NULL ? -1 : PyObject_IsTrue(debug);
+    Py_XDECREF(debug);
+    if (verbose < 0) {
+        goto error;
+    }
+    if (verbose) {
+        /* Keep a representation for debug messages, as Handle.cancel does. */
+        PyObject *repr = PyObject_Repr(self);
+        if (repr == NULL) {
+            goto error;
+        }
+        fill(self, H_REPR, repr);
+        Py_DECREF(repr);
+    }
+    fill(self, H_CALLBACK, Py_None);
+    fill(self, H_ARGS, Py_None);
+    Py_DECREF(loop);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(loop);
+    return NULL;
+}
+
+static PyMethodDef handle_cancel_def = {
+    "cancel", (PyCFunction)handle_cancel, METH_NOARGS,
+    "Cancel the timer: unlink it from the wheel at once and drop its callback."
+};
+
+static PyObject *
+cwheel_cancel_method(PyObject *module, PyObject *cls)
+{
+    int ok = check_handle_class(cls);
+    if (ok <= 0) {
+        if (ok == 0) {
+            PyErr_Format(PyExc_TypeError, "%R cannot be handled by the accelerator", cls);
+        }
+        return NULL;
+    }
+    return PyDescr_NewMethod((PyTypeObject *)cls, &handle_cancel_def);
+}
+
 static PyMethodDef module_methods[] = {
+    {"cancel_method", cwheel_cancel_method, METH_O,
+     "cancel_method(cls) -> a C cancel() for cls (instances of subclasses call _cancel_py)."},
     {"reschedule", (PyCFunction)(void (*)(void))cwheel_reschedule, METH_FASTCALL,
      "reschedule(loop, wheel, handle, when, tick_tolerance) -> bool\n\n"
      "The body of WheelEventLoop.reschedule: move an armed timer of loop to when, in place."},
@@ -1373,7 +1477,11 @@ PyInit__cwheel(void)
     str_scheduled = PyUnicode_InternFromString("_scheduled");
     str_loop = PyUnicode_InternFromString("_loop");
     str_when = PyUnicode_InternFromString("_when");
-    if (str_scheduled == NULL || str_loop == NULL || str_when == NULL) {
+    str_wheel = PyUnicode_InternFromString("_wheel");
+    str_debug = PyUnicode_InternFromString("_debug");
+    str_cancel_py = PyUnicode_InternFromString("_cancel_py");
+    if (str_scheduled == NULL || str_loop == NULL || str_when == NULL || str_wheel == NULL
+        || str_debug == NULL || str_cancel_py == NULL) {
         goto error;
     }
     if (str_wheel_tick == NULL || str_wheel_where == NULL || str_tick_for == NULL) {

@@ -116,6 +116,10 @@ class WheelTimerHandle(events.TimerHandle):
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
 
+    # The Python cancel, kept when the accelerator replaces ``cancel`` (below) for the
+    # instances of subclasses, which it hands back to this method.
+    _cancel_py = cancel
+
 
 def _no_c_schedule(*args: Any) -> WheelTimerHandle:
     raise RuntimeError("the C accelerator is not in use")
@@ -140,6 +144,10 @@ _C_RESCHEDULE: Callable[..., bool] = (
     else _no_c_reschedule
 )
 """``_cwheel.reschedule`` under the same condition."""
+
+if _C_SCHEDULE is not _no_c_schedule and _accel.cancel_method is not None:
+    # cancel() in C: no frame between the caller and the unlink from the wheel.
+    WheelTimerHandle.cancel = _accel.cancel_method(WheelTimerHandle)  # type: ignore[method-assign]
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):
