@@ -482,3 +482,50 @@ def test_cwheel_survives_entries_that_reenter_the_wheel() -> None:
         del pool[:-2000]
     wheel.clear()
     assert wheel.poll(wheel.elapsed + 10**6) == []
+
+
+class _Holder:
+    """An object that keeps its own timer: the usual handle <-> callback owner cycle."""
+
+    timer: Any = None
+
+    def fire(self) -> None:
+        pass
+
+
+@pytest.mark.skipif(not rt.ACCELERATED, reason="the C accelerator is not built")
+def test_cwheel_handles_leave_the_gc_while_filed_and_come_back_when_they_leave() -> None:
+    """A filed handle is untracked by the cyclic GC; fired or cancelled, it is tracked again."""
+    loop = rt.new_event_loop()
+    loop.set_debug(False)  # debug mode (-X dev) schedules through the Python path
+    try:
+        armed = loop.call_later(100, print)
+        assert not gc.is_tracked(armed) and not gc.is_tracked(armed._context)
+        armed.cancel()
+        assert gc.is_tracked(armed) and gc.is_tracked(armed._context)
+        fired = loop.call_later(0, loop.stop)
+        loop.run_forever()
+        assert gc.is_tracked(fired) and gc.is_tracked(fired._context)
+        closed = loop.call_later(100, print)
+    finally:
+        loop.close()
+    assert gc.is_tracked(closed) and gc.is_tracked(closed._context)
+
+
+@pytest.mark.skipif(not rt.ACCELERATED, reason="the C accelerator is not built")
+@pytest.mark.parametrize("how", ["cancel", "fire", "close"])
+def test_cwheel_cycles_through_handles_are_collected_once_out_of_the_wheel(how: str) -> None:
+    """holder -> handle -> bound method -> holder is collected after the timer leaves the wheel."""
+    loop = rt.new_event_loop()
+    holder = _Holder()
+    holder.timer = loop.call_later(0 if how == "fire" else 100, holder.fire)
+    ref = weakref.ref(holder)
+    if how == "cancel":
+        holder.timer.cancel()
+    elif how == "fire":
+        loop.call_later(0.001, loop.stop)
+        loop.run_forever()
+    loop.close()
+    del holder
+    gc.collect()
+    assert ref() is None

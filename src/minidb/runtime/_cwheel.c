@@ -15,6 +15,15 @@
  * slot offsets (looked up once per class and re-checked when the class changes); any other
  * entry goes through ordinary attribute access.
  *
+ * Garbage collection. A handle made by ``schedule()`` (and the context copied for it) is
+ * untracked by the cyclic GC while it sits in the wheel, and tracked again the moment it leaves
+ * (fired, cancelled, cleared, or the wheel dropped). While filed it is reachable from the wheel,
+ * so it cannot be garbage, and the collector gains nothing by walking it; walking a million of
+ * them on every full collection is what made scheduling at 1M timers cost as much as stock
+ * asyncio's heap. The one visible consequence: a loop abandoned without ``close()`` while it
+ * still has armed timers is not collected (its handles keep it alive); ``close()`` or
+ * cancelling the timers releases it. Only the accelerated path does this.
+ *
  * Tick range. The wheel's position (``elapsed``, ``poll(now)``) is a C int64 and must stay at
  * or below MAX_ELAPSED (2**61 ticks, 73 million years of 1 ms ticks); beyond it ``poll`` and
  * the constructor raise OverflowError. Entry deadlines may be any int: a deadline at or past
@@ -191,9 +200,53 @@ set_attr(PyObject *entry, PyObject *name, int is_tick, PyObject *value)
     return 0;
 }
 
+/* The fields of a WheelTimerHandle that schedule() fills, at offsets checked once. */
+enum {
+    H_CONTEXT, H_LOOP, H_CALLBACK, H_ARGS, H_CANCELLED, H_REPR, H_SOURCE_TRACEBACK,
+    H_WHEN, H_SCHEDULED, H_WHEEL_TICK, H_WHEEL_WHERE, H_FIELDS
+};
+
+static const char *handle_field_names[H_FIELDS] = {
+    "_context", "_loop", "_callback", "_args", "_cancelled", "_repr", "_source_traceback",
+    "_when", "_scheduled", "_wheel_tick", "_wheel_where",
+};
+
+static PyTypeObject *handle_type;          /* strong reference to the checked class */
+static Py_ssize_t handle_offsets[H_FIELDS];
+
+/* See "Garbage collection" above. Both are no-ops on objects already in the wanted state. */
+static inline void
+gc_untrack(PyObject *op)
+{
+    if (op != NULL && PyObject_IS_GC(op) && PyObject_GC_IsTracked(op)) {
+        PyObject_GC_UnTrack(op);
+    }
+}
+
+static inline void
+gc_retrack(PyObject *op)
+{
+    if (op != NULL && PyObject_IS_GC(op) && !PyObject_GC_IsTracked(op)) {
+        PyObject_GC_Track(op);
+    }
+}
+
+/* An entry leaves the wheel: hand it (and the context schedule() made for it) back to the GC. */
+static void
+entry_left_wheel(PyObject *entry)
+{
+    gc_retrack(entry);
+    if (handle_type != NULL && Py_IS_TYPE(entry, handle_type)) {
+        gc_retrack(*(PyObject **)((char *)entry + handle_offsets[H_CONTEXT]));
+    }
+}
+
 static int
 set_where(PyObject *entry, int where)
 {
+    if (where == UNFILED) {
+        entry_left_wheel(entry);
+    }
     return set_attr(entry, str_wheel_where, 0, where_obj(where));
 }
 
@@ -492,9 +545,23 @@ Wheel_traverse(Wheel *self, visitproc visit, void *arg)
 
 /* Breaks cycles by emptying the containers, which stay valid: a finalizer that still calls
  * into the wheel finds an empty one, never a NULL. */
+static void
+retrack_all(Wheel *self)
+{
+    for (int i = 0; i <= NSLOTS; i++) {
+        PyObject *bucket = i < NSLOTS ? self->slots[i] : self->pending;
+        Py_ssize_t pos = 0;
+        PyObject *entry, *value;
+        while (bucket != NULL && PyDict_Next(bucket, &pos, &entry, &value)) {
+            entry_left_wheel(entry);
+        }
+    }
+}
+
 static int
 Wheel_clear(Wheel *self)
 {
+    retrack_all(self);
     for (int i = 0; i < NSLOTS; i++) {
         if (self->slots[i] != NULL) {
             PyDict_Clear(self->slots[i]);
@@ -516,6 +583,7 @@ Wheel_dealloc(Wheel *self)
 {
     PyTypeObject *tp = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    retrack_all(self);
     for (int i = 0; i < NSLOTS; i++) {
         Py_CLEAR(self->slots[i]);
     }
@@ -1024,18 +1092,7 @@ static PyTypeObject Wheel_Type = {
 
 /* -- schedule(): call_at without bytecode --------------------------------------------- */
 
-enum {
-    H_CONTEXT, H_LOOP, H_CALLBACK, H_ARGS, H_CANCELLED, H_REPR, H_SOURCE_TRACEBACK,
-    H_WHEN, H_SCHEDULED, H_WHEEL_TICK, H_WHEEL_WHERE, H_FIELDS
-};
-
-static const char *handle_field_names[H_FIELDS] = {
-    "_context", "_loop", "_callback", "_args", "_cancelled", "_repr", "_source_traceback",
-    "_when", "_scheduled", "_wheel_tick", "_wheel_where",
-};
-
-static PyTypeObject *handle_type;          /* strong reference to the checked class */
-static Py_ssize_t handle_offsets[H_FIELDS];
+/* (The handle fields schedule() fills are declared above, with the GC helpers.) */
 
 /* Check that instances of ``cls`` keep every field schedule() fills in a plain object slot,
  * and remember the offsets. Returns 1 if so, 0 if not (callers use the pure path), -1 on
@@ -1043,8 +1100,10 @@ static Py_ssize_t handle_offsets[H_FIELDS];
 static int
 check_handle_class(PyObject *cls)
 {
-    if (handle_type != NULL && (PyObject *)handle_type == cls) {
-        return 1;
+    if (handle_type != NULL) {
+        /* One class for the life of the process: the GC bookkeeping of handles already in a
+         * wheel (see "Garbage collection") relies on recognising them by it. */
+        return (PyObject *)handle_type == cls;
     }
     if (!PyType_Check(cls)) {
         return 0;
@@ -1249,6 +1308,11 @@ cwheel_schedule(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     wheel->count++;
     fill(handle, H_WHEEL_WHERE, where_obj(where));
     fill(handle, H_SCHEDULED, Py_True);
+    gc_untrack(handle);
+    if (context == Py_None) {
+        /* Only a context copied here is the handle's alone; a caller's may be shared. */
+        gc_untrack(*(PyObject **)((char *)handle + handle_offsets[H_CONTEXT]));
+    }
     return handle;
 }
 
