@@ -201,34 +201,11 @@ class TimerWheel(Generic[E]):
             raise ValueError(f"{entry!r} is already in a wheel")
         entry._wheel_tick = tick
         self._count += 1
-        self._next = _UNKNOWN
-        # _file() inlined: this is the hot path of every call_at.
-        elapsed = self._elapsed
-        if tick <= elapsed:
-            self._pending[entry] = None
-            entry._wheel_where = PENDING
-            return
-        bits = ((elapsed ^ tick) | SLOT_MASK).bit_length()
-        level = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
-        slot = (tick >> (level * SLOT_BITS)) & SLOT_MASK
-        where = (level << SLOT_BITS) | slot
-        self._slots[where][entry] = None
-        self._occupied[level] |= 1 << slot
-        entry._wheel_where = where
+        self._file(entry, tick)
 
     def remove(self, entry: E) -> None:
         """Take ``entry`` out of the wheel at once (O(1)); it must be in this wheel."""
-        # _unlink() inlined: this is the hot path of every cancelled timeout.
-        self._next = _UNKNOWN
-        where = entry._wheel_where
-        if where >= 0:
-            bucket = self._slots[where]
-            del bucket[entry]
-            if not bucket:
-                self._occupied[where >> SLOT_BITS] &= ~(1 << (where & SLOT_MASK))
-                self._slots[where] = {}
-        else:
-            self._unlink(entry)
+        self._unlink(entry)
         entry._wheel_where = UNFILED
         self._count -= 1
 
@@ -238,29 +215,9 @@ class TimerWheel(Generic[E]):
         The entry then ranks after entries already in the wheel with the same deadline, as if
         it had been removed and inserted again.
         """
-        # _unlink() and _file() inlined for the common case, a filed entry moving to a filed
-        # slot: this is the hot path of an idle timeout pushed out on every request.
-        where = entry._wheel_where
-        elapsed = self._elapsed
-        if where < 0 or tick <= elapsed:
-            self._unlink(entry)
-            entry._wheel_tick = tick
-            self._file(entry, tick)
-            return
-        self._next = _UNKNOWN
-        bucket = self._slots[where]
-        del bucket[entry]
-        if not bucket:
-            self._occupied[where >> SLOT_BITS] &= ~(1 << (where & SLOT_MASK))
-            self._slots[where] = {}
+        self._unlink(entry)
         entry._wheel_tick = tick
-        bits = ((elapsed ^ tick) | SLOT_MASK).bit_length()
-        level = _LEVEL_FOR_BIT_LENGTH[bits] if bits <= _LEVEL_TABLE_TOP else _TOP
-        slot = (tick >> (level * SLOT_BITS)) & SLOT_MASK
-        where = (level << SLOT_BITS) | slot
-        self._slots[where][entry] = None
-        self._occupied[level] |= 1 << slot
-        entry._wheel_where = where
+        self._file(entry, tick)
 
     def poll(self, now: int) -> list[E]:
         """Advance to tick ``now`` and return every entry due by then.
