@@ -1,0 +1,391 @@
+"""The command table of the RESP listener: every command it accepts, with Redis's metadata.
+
+One ``CommandSpec`` per command (and per subcommand of the containers CLIENT, CONFIG and
+COMMAND) says what the session needs to route and check a command (``arity``, ``local``:
+answered by the session or forwarded to the data owner, ``no_auth``) and what ``COMMAND``,
+``COMMAND INFO`` and ``COMMAND DOCS`` report (flags, key positions, ACL categories, group,
+summary, since). The figures follow Redis 7.2's ``src/commands/*.json``.
+
+``CommandTable`` is built once per server and shared by every session. The data commands are a
+parameter: ``DEFAULT_DATA_COMMANDS`` lists the string and keyspace commands minidb's engine is
+meant to run, and the server should pass the engine's own table instead
+(``CommandTable(CONNECTION_COMMANDS + engine_specs)``), so that routing, arity errors and
+``COMMAND`` all follow what the engine really executes.
+
+Arity is Redis's convention: ``n > 0`` exactly ``n`` words (the command name included),
+``n < 0`` at least ``-n``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from minidb.server._resp_types import Result, SimpleString
+
+MAX_COMMAND_NAME_BYTES = 64
+"""Longer names are never looked up (every real one is under 32 bytes)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    """One command: ``name`` is Redis's lower-case full name, ``client|setname`` for subcommands."""
+
+    name: str
+    arity: int
+    flags: tuple[str, ...] = ()
+    first_key: int = 0
+    last_key: int = 0
+    key_step: int = 0
+    categories: tuple[str, ...] = ()
+    group: str = "generic"
+    since: str = "1.0.0"
+    summary: str = ""
+    local: bool = False
+    subcommands: tuple[CommandSpec, ...] = field(default=())
+
+    @property
+    def top(self) -> str:
+        """The top-level command: ``client`` for ``client|setname``."""
+        return self.name.partition("|")[0]
+
+    @property
+    def no_auth(self) -> bool:
+        """Runs before authentication (AUTH, HELLO, QUIT, RESET)."""
+        return "no_auth" in self.flags
+
+    def arity_ok(self, argc: int) -> bool:
+        return argc == self.arity if self.arity > 0 else argc >= -self.arity
+
+    def acl_categories(self) -> list[Result]:
+        """The explicit categories plus those Redis implies from the flags
+        (``setImplicitACLCategories``)."""
+        cats = list(self.categories)
+        if "write" in self.flags:
+            cats.append("write")
+        if "readonly" in self.flags:
+            cats.append("read")
+        if "admin" in self.flags:
+            cats += ["admin", "dangerous"]
+        cats.append("fast" if "fast" in self.flags else "slow")
+        return [SimpleString("@" + c) for c in dict.fromkeys(cats)]
+
+
+def _spec(name: str, arity: int, flags: str, **kw: object) -> CommandSpec:
+    return CommandSpec(name, arity, tuple(flags.split()), **kw)  # type: ignore[arg-type]
+
+
+def _local(name: str, arity: int, flags: str, **kw: object) -> CommandSpec:
+    return _spec(name, arity, flags, local=True, **kw)
+
+
+_CONN = {"group": "connection", "categories": ("connection",)}
+_CLIENT_FLAGS = "noscript loading stale sentinel"
+
+CLIENT_SUBCOMMANDS = (
+    _local("client|getname", 2, _CLIENT_FLAGS, since="2.6.9", **_CONN,
+        summary="Returns the name of the connection."),
+    _local("client|getredir", 2, _CLIENT_FLAGS, since="6.0.0", **_CONN,
+        summary=(
+            "Returns the client ID to which the connection's tracking notifications are "
+            "redirected."
+        )),
+    _local("client|help", 2, "loading stale sentinel", since="5.0.0", **_CONN,
+        summary="Returns helpful text about the different subcommands."),
+    _local("client|id", 2, _CLIENT_FLAGS, since="5.0.0", **_CONN,
+        summary="Returns the unique client ID of the connection."),
+    _local("client|info", 2, _CLIENT_FLAGS, since="6.2.0", **_CONN,
+        summary="Returns information about the connection."),
+    _local("client|list", -2, "admin " + _CLIENT_FLAGS, since="2.4.0", **_CONN,
+        summary="Lists open connections."),
+    _local("client|no-evict", 3, "admin " + _CLIENT_FLAGS, since="7.0.0", **_CONN,
+        summary="Sets the client eviction mode of the connection."),
+    _local("client|no-touch", 3, "noscript loading stale", since="7.2.0", **_CONN,
+        summary=(
+            "Controls whether commands sent by the client affect the LRU/LFU of accessed "
+            "keys."
+        )),
+    _local("client|reply", 3, _CLIENT_FLAGS, since="3.2.0", **_CONN,
+        summary="Instructs the server whether to reply to commands."),
+    _local("client|setinfo", 4, _CLIENT_FLAGS, since="7.2.0", **_CONN,
+        summary="Sets information specific to the client or connection."),
+    _local("client|setname", 3, _CLIENT_FLAGS, since="2.6.9", **_CONN,
+        summary="Sets the connection name."),
+    _local("client|tracking", -3, _CLIENT_FLAGS, since="6.0.0", **_CONN,
+        summary="Controls server-assisted client-side caching for the connection."),
+    _local("client|trackinginfo", 2, _CLIENT_FLAGS, since="6.2.0", **_CONN,
+        summary=(
+            "Returns information about server-assisted client-side caching for the "
+            "connection."
+        )),
+)  # fmt: skip
+
+_SERVER = {"group": "server"}
+CONFIG_SUBCOMMANDS = (
+    _local("config|get", -3, "admin noscript loading stale", since="2.0.0", **_SERVER,
+        summary="Returns the effective values of configuration parameters."),
+    _local("config|help", 2, "loading stale", since="5.0.0", **_SERVER,
+        summary="Returns helpful text about the different subcommands."),
+    _local("config|resetstat", 2, "admin noscript loading stale", since="2.0.0", **_SERVER,
+        summary="Resets the server's statistics."),
+    _local("config|rewrite", 2, "admin noscript loading stale", since="2.8.0", **_SERVER,
+        summary="Persists the effective configuration to file."),
+    _local("config|set", -4, "admin noscript loading stale", since="2.0.0", **_SERVER,
+        summary="Sets configuration parameters in-flight."),
+)  # fmt: skip
+
+_CMD = {"group": "server", "categories": ("connection",)}
+COMMAND_SUBCOMMANDS = (
+    _local("command|count", 2, "loading stale sentinel", since="2.8.13", **_CMD,
+        summary="Returns a count of commands."),
+    _local("command|docs", -2, "loading stale sentinel", since="7.0.0", **_CMD,
+        summary="Returns documentary information about one, multiple or all commands."),
+    _local("command|help", 2, "loading stale sentinel", since="5.0.0", **_CMD,
+        summary="Returns helpful text about the different subcommands."),
+    _local("command|info", -2, "loading stale sentinel", since="2.8.13", **_CMD,
+        summary="Returns information about one, multiple or all commands."),
+    _local("command|list", -2, "loading stale sentinel", since="7.0.0", **_CMD,
+        summary="Returns a list of command names."),
+)  # fmt: skip
+
+_K1 = {"first_key": 1, "last_key": 1, "key_step": 1}
+_KN = {"first_key": 1, "last_key": -1, "key_step": 1}
+_AUTHLESS = "noscript loading stale fast no_auth sentinel allow_busy"
+_TX = {"group": "transactions", "categories": ("transaction",)}
+CONNECTION_COMMANDS: tuple[CommandSpec, ...] = (
+    _local("auth", -2, _AUTHLESS, since="1.0.0", summary="Authenticates the connection.", **_CONN),
+    _local("client", -2, "sentinel", since="2.4.0", group="connection",
+        subcommands=CLIENT_SUBCOMMANDS,
+        summary="A container for client connection commands."),
+    _local("command", -1, "loading stale sentinel", since="2.8.13", **_CMD,
+        subcommands=COMMAND_SUBCOMMANDS,
+        summary="Returns detailed information about all commands."),
+    _local("config", -2, "", since="2.0.0", subcommands=CONFIG_SUBCOMMANDS, **_SERVER,
+        summary="A container for server configuration commands."),
+    _local("discard", 1, "noscript loading stale fast allow_busy", since="2.0.0", **_TX,
+        summary="Discards a transaction."),
+    _local("echo", 2, "loading stale fast", since="1.0.0", **_CONN,
+        summary="Returns the given string."),
+    _local("exec", 1, "noscript loading stale skip_slowlog", since="1.2.0", **_TX,
+        summary="Executes all commands in a transaction."),
+    _local("hello", -1, _AUTHLESS, since="6.0.0", **_CONN,
+        summary="Handshakes with the Redis server."),
+    _local("info", -1, "loading stale sentinel", since="1.0.0", **_SERVER,
+        categories=("dangerous",),
+        summary="Returns information and statistics about the server."),
+    _local("multi", 1, "noscript loading stale fast allow_busy", since="1.2.0", **_TX,
+        summary="Starts a transaction."),
+    _local("ping", -1, "fast sentinel", since="1.0.0", **_CONN,
+        summary="Returns the server's liveliness response."),
+    _local("quit", -1, "allow_busy noscript loading stale fast no_auth", since="1.0.0", **_CONN,
+        summary="Closes the connection."),
+    _local("reset", 1, "noscript loading stale fast no_auth allow_busy", since="6.2.0", **_CONN,
+        summary="Resets the connection."),
+    _local("select", 2, "loading stale fast", since="2.0.0", **_CONN,
+        summary="Changes the selected database."),
+    _local("time", 1, "loading stale fast", since="2.6.0", **_SERVER,
+        summary="Returns the server time."),
+    _local("unwatch", 1, "noscript loading stale fast allow_busy", since="2.2.0",
+        **_TX,
+        summary="Forgets about watched keys of a transaction."),
+    _local("watch", -2, "noscript loading stale fast allow_busy", since="2.2.0", **_KN, **_TX,
+        summary="Monitors changes to keys to determine the execution of a transaction."),
+)  # fmt: skip
+
+_STR = {"group": "string", "categories": ("string",)}
+_KEYS = {"group": "generic", "categories": ("keyspace",)}
+DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("append", 3, "write denyoom fast", since="2.0.0", **_K1, **_STR,
+        summary="Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    _spec("dbsize", 1, "readonly fast", group="server", categories=("keyspace",),
+        summary="Returns the number of keys in the database."),
+    _spec("decr", 2, "write denyoom fast", **_K1, **_STR,
+        summary=(
+            "Decrements the integer value of a key by one. Uses 0 as initial value if the"
+            " key doesn't exist."
+        )),
+    _spec("decrby", 3, "write denyoom fast", **_K1, **_STR,
+        summary=(
+            "Decrements a number from the integer value of a key. Uses 0 as initial value"
+            " if the key doesn't exist."
+        )),
+    _spec("del", -2, "write", summary="Deletes one or more keys.", **_KN, **_KEYS),
+    _spec("exists", -2, "readonly fast", **_KN, **_KEYS,
+        summary="Determines whether one or more keys exist."),
+    _spec("expire", -3, "write fast", **_K1, **_KEYS,
+        summary="Sets the expiration time of a key in seconds."),
+    _spec("expireat", -3, "write fast", since="1.2.0", **_K1, **_KEYS,
+        summary="Sets the expiration time of a key to a Unix timestamp."),
+    _spec("flushdb", -1, "write", group="server", categories=("keyspace", "dangerous"),
+        summary="Remove all keys from the current database."),
+    _spec("get", 2, "readonly fast", summary="Returns the string value of a key.", **_K1, **_STR),
+    _spec("getdel", 2, "write fast", since="6.2.0", **_K1, **_STR,
+        summary="Returns the string value of a key after deleting the key."),
+    _spec("getset", 3, "write denyoom fast", **_K1, **_STR,
+        summary="Returns the previous string value of a key after setting it to a new value."),
+    _spec("incr", 2, "write denyoom fast", **_K1, **_STR,
+        summary=(
+            "Increments the integer value of a key by one. Uses 0 as initial value if the"
+            " key doesn't exist."
+        )),
+    _spec("incrby", 3, "write denyoom fast", **_K1, **_STR,
+        summary=(
+            "Increments the integer value of a key by a number. Uses 0 as initial value "
+            "if the key doesn't exist."
+        )),
+    _spec("keys", 2, "readonly", categories=("keyspace", "dangerous"),
+        summary="Returns all key names that match a pattern."),
+    _spec("mget", -2, "readonly fast", **_KN, **_STR,
+        summary="Atomically returns the string values of one or more keys."),
+    _spec("mset", -3, "write denyoom", since="1.0.1", first_key=1, last_key=-1, key_step=2, **_STR,
+        summary="Atomically creates or modifies the string values of one or more keys."),
+    _spec("persist", 2, "write fast", since="2.2.0", **_K1, **_KEYS,
+        summary="Removes the expiration time of a key."),
+    _spec("pexpire", -3, "write fast", since="2.6.0", **_K1, **_KEYS,
+        summary="Sets the expiration time of a key in milliseconds."),
+    _spec("pexpireat", -3, "write fast", since="2.6.0", **_K1, **_KEYS,
+        summary="Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    _spec("psetex", 4, "write denyoom", since="2.6.0", **_K1, **_STR,
+        summary=(
+            "Sets both string value and expiration time in milliseconds of a key. The key"
+            " is created if it doesn't exist."
+        )),
+    _spec("pttl", 2, "readonly fast", since="2.6.0", **_K1, **_KEYS,
+        summary="Returns the expiration time in milliseconds of a key."),
+    _spec("scan", -2, "readonly", since="2.8.0", **_KEYS,
+        summary="Iterates over the key names in the database."),
+    _spec("set", -3, "write denyoom", **_K1, **_STR,
+        summary=(
+            "Sets the string value of a key, ignoring its type. The key is created if it "
+            "doesn't exist."
+        )),
+    _spec("setex", 4, "write denyoom", since="2.0.0", **_K1, **_STR,
+        summary=(
+            "Sets the string value and expiration time of a key. Creates the key if it "
+            "doesn't exist."
+        )),
+    _spec("setnx", 3, "write denyoom fast", **_K1, **_STR,
+        summary="Set the string value of a key only when the key doesn't exist."),
+    _spec("strlen", 2, "readonly fast", since="2.2.0", **_K1, **_STR,
+        summary="Returns the length of a string value."),
+    _spec("ttl", 2, "readonly fast", **_K1, **_KEYS,
+        summary="Returns the expiration time in seconds of a key."),
+    _spec("type", 2, "readonly fast", **_K1, **_KEYS,
+        summary="Determines the type of value stored at a key."),
+    _spec("unlink", -2, "write fast", since="4.0.0", **_KN, **_KEYS,
+        summary="Asynchronously deletes one or more keys."),
+)  # fmt: skip
+"""What the data engine is meant to run; the server passes the engine's table instead."""
+
+
+class CommandTable:
+    """Name -> spec, case-insensitive, containers resolved by their first argument."""
+
+    def __init__(self, specs: Iterable[CommandSpec]) -> None:
+        self._top: dict[bytes, CommandSpec] = {}
+        self._all: dict[bytes, CommandSpec] = {}
+        for spec in specs:
+            key = spec.name.encode()
+            if key in self._top:
+                raise ValueError(f"command {spec.name!r} is listed twice")
+            self._top[key] = spec
+            self._all[key] = spec
+            for sub in spec.subcommands:
+                self._all[sub.name.encode()] = sub
+
+    @classmethod
+    def default(cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS) -> CommandTable:
+        return cls(CONNECTION_COMMANDS + tuple(data))
+
+    def __len__(self) -> int:
+        """Top-level commands (``COMMAND COUNT``)."""
+        return len(self._top)
+
+    def __iter__(self) -> Iterator[CommandSpec]:
+        return iter(self._top.values())
+
+    def top(self, name: bytes) -> CommandSpec | None:
+        """The top-level command called ``name``, any case."""
+        if len(name) > MAX_COMMAND_NAME_BYTES:
+            return None
+        return self._top.get(name.lower())
+
+    def by_fullname(self, name: bytes) -> CommandSpec | None:
+        """A command or subcommand by full name (``get``, ``client|setname``), any case."""
+        if len(name) > MAX_COMMAND_NAME_BYTES:
+            return None
+        return self._all.get(name.lower())
+
+    def lookup(self, argv: Sequence[bytes]) -> CommandSpec | None:
+        """The spec that runs ``argv``, as Redis's ``lookupCommand``: a container with an
+        argument resolves to its subcommand (``None`` if there is no such subcommand)."""
+        spec = self.top(argv[0])
+        if spec is None or not spec.subcommands or len(argv) < 2:
+            return spec
+        if len(argv[1]) > MAX_COMMAND_NAME_BYTES:
+            return None
+        return self._all.get(spec.name.encode() + b"|" + argv[1].lower())
+
+
+# -- COMMAND replies -----------------------------------------------------------------------
+
+
+def _key_specs(spec: CommandSpec) -> list[Result]:
+    if spec.first_key <= 0:
+        return []
+    lastkey = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
+    flags: list[Result] = [SimpleString("RW" if "write" in spec.flags else "RO")]
+    return [
+        {
+            b"flags": flags,
+            b"begin_search": {b"type": b"index", b"spec": {b"index": spec.first_key}},
+            b"find_keys": {
+                b"type": b"range",
+                b"spec": {b"lastkey": lastkey, b"keystep": spec.key_step, b"limit": 0},
+            },
+        }
+    ]
+
+
+def command_info(spec: CommandSpec | None) -> Result:
+    """One entry of ``COMMAND`` / ``COMMAND INFO``: Redis's ten-element array, or null."""
+    if spec is None:
+        return None
+    return [
+        spec.name.encode(),
+        spec.arity,
+        [SimpleString(f) for f in spec.flags],
+        spec.first_key,
+        spec.last_key,
+        spec.key_step,
+        spec.acl_categories(),
+        [],
+        _key_specs(spec),
+        [command_info(sub) for sub in spec.subcommands],
+    ]
+
+
+def command_docs(spec: CommandSpec) -> dict[bytes, Result]:
+    """One value of ``COMMAND DOCS``: summary, since, group, subcommands (all bulk strings,
+    which redis-cli asserts when it builds its help from this reply)."""
+    docs: dict[bytes, Result] = {}
+    if spec.summary:
+        docs[b"summary"] = spec.summary.encode()
+    docs[b"since"] = spec.since.encode()
+    docs[b"group"] = spec.group.encode()
+    if spec.subcommands:
+        docs[b"subcommands"] = {sub.name.encode(): command_docs(sub) for sub in spec.subcommands}
+    return docs
+
+
+def help_lines(container: CommandSpec) -> list[Result]:
+    """``<CONTAINER> HELP``: Redis's layout, listing the subcommands we serve."""
+    name = container.name.upper()
+    lines: list[Result] = [
+        SimpleString(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+    ]
+    for sub in container.subcommands:
+        word = sub.name.split("|", 1)[1].upper()
+        if word != "HELP":
+            lines += [SimpleString(word), SimpleString("    " + sub.summary)]
+    return [*lines, SimpleString("HELP"), SimpleString("    Print this help.")]

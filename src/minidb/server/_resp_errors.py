@@ -1,0 +1,72 @@
+"""The error replies of the RESP listener, worded exactly as Redis 7.2 words them.
+
+Clients match on these texts (redis-py maps ``NOAUTH``/``WRONGPASS``/``EXECABORT`` codes to
+exception classes, redis-cli prints them verbatim), so each comes from Redis's source, not
+from memory. Errors that repeat client input keep Redis's bounds (``%.128s``) and replace CR
+and LF by spaces so that a hostile argument cannot break the reply's framing; bytes that are
+not UTF-8 are shown as ``\\xNN`` escapes (Redis sends them raw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from minidb.server._resp_types import RespError
+
+MAX_ERROR_ECHO_BYTES = 128
+"""How much of a client's command and arguments an error repeats (Redis's ``%.128s``)."""
+
+NOAUTH = RespError("NOAUTH Authentication required.")
+WRONGPASS = RespError("WRONGPASS invalid username-password pair or user is disabled.")
+SYNTAX = RespError("ERR syntax error")
+EXECABORT = RespError("EXECABORT Transaction discarded because of previous errors.")
+NO_PASSWORD = RespError(
+    "ERR AUTH <password> called without any password configured for the default user. "
+    "Are you sure your configuration is correct?"
+)
+HELLO_NOAUTH = RespError(
+    "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+    "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
+    "select the RESP protocol version at the same time"
+)
+BAD_CLIENT_NAME = RespError(
+    "ERR Client names cannot contain spaces, newlines or special characters."
+)
+
+
+def text(data: bytes) -> str:
+    """Client bytes for an error message: UTF-8, anything else as ``\\xNN``."""
+    return data.decode("utf-8", "backslashreplace")
+
+
+def printable(value: bytes) -> bool:
+    """Redis's ``validateClientAttr``: every byte from ``!`` to ``~`` (empty allowed)."""
+    return all(0x21 <= b <= 0x7E for b in value)
+
+
+def one_line(message: bytes) -> RespError:
+    """An error from bytes that may hold client input: CR and LF become spaces."""
+    return RespError(text(message.replace(b"\r", b" ").replace(b"\n", b" ")))
+
+
+def unknown_command(argv: Sequence[bytes]) -> RespError:
+    """Redis's wording, byte for byte, trailing space included:
+    ``ERR unknown command 'x', with args beginning with: 'a' 'b' ``."""
+    args = b""
+    for arg in argv[1:]:
+        if len(args) >= MAX_ERROR_ECHO_BYTES:
+            break
+        args += b"'" + arg[: MAX_ERROR_ECHO_BYTES - len(args)] + b"' "
+    name = argv[0][:MAX_ERROR_ECHO_BYTES]
+    return one_line(b"ERR unknown command '" + name + b"', with args beginning with: " + args)
+
+
+def unknown_subcommand(argv: Sequence[bytes]) -> RespError:
+    """``ERR unknown subcommand 'x'. Try CLIENT HELP.`` (the container as sent, upper-cased)."""
+    sub = argv[1][:MAX_ERROR_ECHO_BYTES]
+    return one_line(b"ERR unknown subcommand '" + sub + b"'. Try " + argv[0].upper() + b" HELP.")
+
+
+def wrong_arity(name: str) -> RespError:
+    """``name`` is the full name: ``get``, ``client|setname``."""
+    return RespError(f"ERR wrong number of arguments for '{name}' command")

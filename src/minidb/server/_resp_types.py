@@ -1,0 +1,212 @@
+"""What a RESP connection's session produces: reply values and the actions it asks for.
+
+Reply values are protocol-independent; the RESP codec turns them into RESP2 or RESP3 wire
+bytes according to the ``protocol`` each action carries:
+
+=================  ===========================  ==========================
+value              RESP3                        RESP2
+=================  ===========================  ==========================
+``bytes``          blob string ``$``            bulk string ``$``
+``int``            integer ``:``                integer ``:``
+``None``           null ``_``                   null bulk ``$-1``
+``list``           array ``*``                  array ``*``
+``dict``           map ``%``                    flat array of pairs ``*``
+``float``          double ``,``                 bulk string
+``bool``           boolean ``#``                integer 1/0
+``SimpleString``   simple string ``+``          simple string ``+``
+``RespError``      simple error ``-``           simple error ``-``
+``Verbatim``       verbatim string ``=``        bulk string ``$``
+``NULL_ARRAY``     null ``_``                   null array ``*-1``
+=================  ===========================  ==========================
+
+The first eight rows are the codec's own vocabulary; ``Verbatim`` and ``NULL_ARRAY`` exist
+because Redis answers INFO/CLIENT INFO with a verbatim string and an aborted EXEC with a null
+*array*, and a faithful RESP2 encoder needs to know which null it is writing.
+
+Actions: ``RespSession.handle`` returns exactly one per command, and the connection carries it
+out in command order (replies leave in the order the commands arrived, whether answered
+locally or by the data owner). Every action carries the protocol version its reply must be
+encoded with, fixed when the command was handled: a ``HELLO 3`` pipelined behind a ``GET``
+must not change how the ``GET``'s later reply is written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleString:
+    """A status reply, ``+OK``; ``text`` is ASCII without CR or LF."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RespError:
+    """An error reply; ``message`` starts with its code (``ERR``, ``NOAUTH``, ``WRONGPASS``)."""
+
+    message: str
+
+    @property
+    def code(self) -> str:
+        return self.message.split(" ", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A verbatim string (RESP3 ``=``, format ``txt``); a plain bulk string in RESP2."""
+
+    text: bytes
+    format: str = "txt"
+
+
+class _NullArray:
+    """The null array of an aborted ``EXEC`` (``*-1`` in RESP2, ``_`` in RESP3)."""
+
+    _instance: _NullArray | None = None
+
+    def __new__(cls) -> _NullArray:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NULL_ARRAY"
+
+
+NULL_ARRAY: Final = _NullArray()
+
+Result: TypeAlias = (
+    "bytes | int | float | bool | SimpleString | RespError | Verbatim | _NullArray"
+    " | list[Result] | dict[bytes, Result] | None"
+)
+
+OK: Final = SimpleString("OK")
+QUEUED: Final = SimpleString("QUEUED")
+PONG: Final = SimpleString("PONG")
+
+
+# -- actions -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Answer ``result`` now (in turn); the command needed no data."""
+
+    result: Result
+    protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyAndClose:
+    """Answer ``result``, then close the connection once it is written (``QUIT``)."""
+
+    result: Result
+    protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close without a reply (an HTTP request line sent to the RESP port)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NoReply:
+    """Nothing to do: an empty command, or one that arrived after ``QUIT``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    """Run a data command on the data owner against ``bucket``; its result is the reply."""
+
+    argv: list[bytes]
+    bucket: bytes
+    protocol: int
+
+
+@dataclass(eq=False, slots=True, weakref_slot=True)
+class WatchSet:
+    """The watch of one connection, shared by reference with the data owner.
+
+    The owner registers it (weakly) under every key a ``ForwardWatch`` names and sets
+    ``dirty`` when one of them is written, expires or is flushed; it reads ``dirty`` when the
+    ``ForwardTransaction`` carrying it arrives. The session never writes to it after creating
+    it: ``UNWATCH``, ``EXEC`` and ``DISCARD`` replace it with a fresh one, so a registration
+    still queued in the mailbox can only touch an object nobody will ask about again, and the
+    owner's weak references let dropped watches vanish without an unwatch message.
+    """
+
+    dirty: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardWatch:
+    """``WATCH``: the owner registers ``watch`` under each of ``keys`` in ``bucket``.
+
+    The owner processes a connection's messages in order, so whatever it applies after this
+    message counts as touching the keys. The reply is ``+OK``.
+    """
+
+    keys: tuple[bytes, ...]
+    bucket: bytes
+    watch: WatchSet
+    protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionCommand:
+    """One queued data command of a transaction, with the bucket selected when it ran."""
+
+    argv: list[bytes]
+    bucket: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardTransaction:
+    """``EXEC``: run ``commands`` on the owner as one atomic group, unless ``watch`` is dirty.
+
+    The owner answers ``None`` if ``watch`` is dirty (nothing runs) and otherwise the results
+    of ``commands`` in order; ``assemble`` turns that into the reply. Connection commands
+    queued in the transaction (``PING``, ``SELECT``...) already ran when ``EXEC`` was handled,
+    and ``local`` holds their results by position in the transaction.
+    """
+
+    commands: tuple[TransactionCommand, ...]
+    watch: WatchSet | None
+    protocol: int
+    local: tuple[tuple[int, Result], ...] = field(default=())
+
+    @property
+    def size(self) -> int:
+        return len(self.commands) + len(self.local)
+
+    def assemble(self, results: Sequence[Result] | None) -> Result:
+        """The ``EXEC`` reply: the null array if aborted, else every result in queue order."""
+        if results is None:
+            return NULL_ARRAY
+        if len(results) != len(self.commands):
+            raise ValueError(f"{len(results)} results for {len(self.commands)} commands")
+        local = dict(self.local)
+        data = iter(results)
+        return [local[i] if i in local else next(data) for i in range(self.size)]
+
+
+Action: TypeAlias = (
+    Reply | ReplyAndClose | Close | NoReply | Forward | ForwardWatch | ForwardTransaction
+)
+
+
+_INTEGER = re.compile(rb"-?[1-9][0-9]{0,18}|0")
+
+
+def parse_integer(word: bytes) -> int | None:
+    """An integer argument as Redis's ``string2ll`` reads one (no sign, space or leading
+    zero; 64-bit signed), or ``None``."""
+    if _INTEGER.fullmatch(word) is None:
+        return None
+    value = int(word)
+    return value if -(2**63) <= value < 2**63 else None
