@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from minidb.server import _resp_session
 from minidb.server._resp_commands_meta import CommandTable
 from minidb.server._resp_glob import glob_match
 from minidb.server._resp_info import BucketStats, CommandStats, InfoSnapshot, ServerFacts
@@ -807,6 +808,29 @@ def test_execabort_after_unknown_command_or_wrong_arity_in_multi() -> None:
         assert not s.in_multi
         assert reply(s, "EXEC") == err("ERR EXEC without MULTI")
         assert s.statistics().aborted == 1
+
+
+def test_a_transaction_longer_than_the_limit_is_doomed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Queuing past MAX_QUEUED_COMMANDS is refused and EXEC then answers EXECABORT."""
+    monkeypatch.setattr(_resp_session, "MAX_QUEUED_COMMANDS", 3)
+    s = session()
+    reply(s, "MULTI")
+    for _ in range(3):
+        assert reply(s, "SET", "k", "v") == QUEUED
+    result = reply(s, "SET", "k", "v")
+    assert isinstance(result, RespError) and result.message.startswith("ERR transaction too long")
+    assert reply(s, "EXEC") == err("EXECABORT Transaction discarded because of previous errors.")
+
+
+def test_client_list_id_answers_in_the_order_asked() -> None:
+    """CLIENT LIST ID 8 7 8 lists 8, 7, 8 (Redis's order), skipping ids nobody has."""
+    env = Env()
+    s, other = session(client_id=7), session(client_id=8)
+    env.open_sessions = [s, other]
+    listing = reply(s, "CLIENT", "LIST", "ID", "8", "7", "99", "8", env=env)
+    assert isinstance(listing, Verbatim)
+    ids = [line.split()[0] for line in listing.text.decode().splitlines()]
+    assert ids == ["id=8", "id=7", "id=8"]
 
 
 def test_reset_inside_multi_ends_it_and_drops_authentication() -> None:

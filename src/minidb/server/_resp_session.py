@@ -75,6 +75,10 @@ DEFAULT_BUCKET = b"0"
 """What a new connection has selected: Redis's db 0."""
 DEFAULT_USER = b"default"
 """The one user: ``AUTH default <password>`` and ``HELLO 3 AUTH default <password>``."""
+MAX_QUEUED_COMMANDS = 100_000
+"""Commands one MULTI may queue. Redis bounds it only by memory; here the owner runs a whole
+transaction as one group, so its length is also how long every other client waits."""
+_TOO_LONG = RespError(f"ERR transaction too long: at most {MAX_QUEUED_COMMANDS} queued commands")
 _RUN_IN_MULTI = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _BUCKET = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _HTTP = frozenset({b"post", b"host:"})
@@ -194,8 +198,11 @@ class RespSession:
         if not self.authenticated and not spec.no_auth:
             return self._reject(NOAUTH)
         if self._queue is not None and spec.name not in _RUN_IN_MULTI:
-            if not self._doomed:  # a doomed transaction is not worth the memory (Redis)
-                self._queue.append((argv, spec))
+            if self._doomed:  # a doomed transaction is not worth the memory (Redis)
+                return Reply(QUEUED, self.protocol)
+            if len(self._queue) >= MAX_QUEUED_COMMANDS:
+                return self._reject(_TOO_LONG)
+            self._queue.append((argv, spec))
             return Reply(QUEUED, self.protocol)
         if not spec.local:
             self._forwarded += 1
