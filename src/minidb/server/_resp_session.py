@@ -112,6 +112,8 @@ class SessionConfig:
 
 @dataclass(frozen=True, slots=True)
 class SessionStatistics:
+    """What one session has done since its connection opened."""
+
     commands: int
     rejected: int
     """Unknown command, wrong arity or not authenticated."""
