@@ -211,6 +211,34 @@ def test_forward_keeps_the_protocol_of_its_own_moment() -> None:
     assert isinstance(hello, Reply) and hello.protocol == 3
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_every_action_carries_the_connection_protocol(protocol: int) -> None:
+    """Results are protocol-neutral values; the protocol each must be encoded in rides along
+    (maps become flat arrays, verbatim strings bulk strings, the null array *-1 in RESP2)."""
+    s = session()
+    reply(s, "HELLO", str(protocol))
+    actions = [
+        cmd(s, "PING"),
+        cmd(s, "CONFIG", "GET", "save"),
+        cmd(s, "INFO", "cluster"),
+        cmd(s, "GET", "k"),
+        cmd(s, "WATCH", "k"),
+        cmd(s, "MULTI"),
+        cmd(s, "SET", "k", "v"),
+        cmd(s, "EXEC"),
+        cmd(s, "NOPE"),
+        cmd(s, "QUIT"),
+    ]
+    assert [a.protocol for a in actions] == [protocol] * len(actions)  # type: ignore[union-attr]
+    ping, config, info = (a.result for a in actions[:3])  # type: ignore[union-attr]
+    assert (ping, config) == (PONG, {b"save": b""})
+    assert info == Verbatim(b"# Cluster\r\ncluster_enabled:0\r\n")
+    tx = actions[7]
+    assert isinstance(tx, ForwardTransaction) and tx.watch is not None
+    tx.watch.dirty = True
+    assert FakeOwner().transaction(tx) is NULL_ARRAY
+
+
 # -- HELLO ----------------------------------------------------------------------------------
 
 
