@@ -4,6 +4,7 @@ out of file descriptors recovers, and still drains and checkpoints on SIGTERM.""
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import resource
 import socket
@@ -104,7 +105,7 @@ def test_acceptor_backs_off_on_emfile_and_logs_once_per_episode(
     """Three EMFILEs: retries wait 10, 20, 40 ms on the loop clock, one warning, then served."""
     report = _run_acceptor([errno.EMFILE, errno.EMFILE, errno.ENFILE], caplog)
     attempts = report["attempts"][:4]  # three failures and the accept that succeeded
-    gaps = [round(b - a, 6) for a, b in zip(attempts, attempts[1:], strict=False)]
+    gaps = [round(b - a, 6) for a, b in itertools.pairwise(attempts)]
     assert gaps == [0.01, 0.02, 0.04]
     stats = report["stats"]
     assert (stats.resource_failures, stats.episodes, stats.accepted) == (3, 1, 1)

@@ -216,6 +216,10 @@ class MetricsHTTP(asyncio.Protocol):
     def _answer(self, decided: Request | Refusal) -> None:
         if isinstance(decided, Refusal):
             self._listener.count_refusal(decided.status)
+            event(
+                logger, logging.DEBUG, "metrics_refused",
+                status=decided.status.value, reason=decided.detail,
+            )
             allow = (("Allow", ", ".join(METHODS)),)
             headers = allow if decided.status is HTTPStatus.METHOD_NOT_ALLOWED else ()
             body = (decided.detail + "\n").encode()
@@ -241,6 +245,11 @@ class MetricsHTTP(asyncio.Protocol):
     def _close(self) -> None:
         if self._transport is not None:
             self._transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection now (the server is stopping)."""
+        if self._transport is not None:
+            self._transport.abort()
 
 
 class MetricsListener:
@@ -295,7 +304,7 @@ class MetricsListener:
         if self._sock is not None:
             self._sock.close()
         for conn in list(self.connections):
-            conn._close()
+            conn.abort()
         # Let the transports run connection_lost, so no descriptor outlives the server.
         for _ in range(2):
             await asyncio.sleep(0)
