@@ -145,7 +145,8 @@ def test_listener_out_of_fds_recovers_and_shuts_down_cleanly(serve: ServeFactory
         conn.send(b"GET users alice\n")
     answered = unanswered = 0
     for conn in clients:
-        conn.sock.settimeout(0.5 if not unanswered else 0.05)
+        # Accepted in order from the backlog: once one waits, the rest wait too.
+        conn.sock.settimeout(2.0 if not unanswered else 0.05)
         try:
             assert conn.read_line() == b"VALUE hello"
             answered += 1
@@ -165,6 +166,7 @@ def test_listener_out_of_fds_recovers_and_shuts_down_cleanly(serve: ServeFactory
     assert time.monotonic() - started < IO_TIMEOUT_S
     assert fresh.request("SET users bob hi") == "OK"
     server.terminate()
+    assert fresh.at_eof()  # drained: answered everything, then closed by the server
     assert server.wait() == 0
     log = server.stderr()
     assert "Traceback" not in log

@@ -151,6 +151,10 @@ class Server:
             log.close()
             raise
         self.line_address = address_of(self._listener)
+        self._acceptor = Acceptor(
+            self._listener, lambda: LineConnection(hub, loop), hub.wait_for_slot,
+            listener="line", open_connections=lambda: len(hub.connections),
+        )
         if config.metrics_port is not None:
             self._metrics = MetricsListener(self.registry)
             try:
@@ -164,10 +168,6 @@ class Server:
                 # per-task counters (a few percent of loop overhead, paid only when asked for).
                 enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
-        self._acceptor = Acceptor(
-            self._listener, lambda: LineConnection(hub, loop), hub.wait_for_slot,
-            listener="line", open_connections=lambda: len(hub.connections),
-        )
         self._accept_task = loop.create_task(self._acceptor.run(), name="minidb-accept")
         event(logger, logging.INFO, "server_started", line=_fmt(self.line_address))
 
@@ -273,7 +273,7 @@ class Server:
 
     def statistics(self) -> ServerStatistics:
         assert self._hub is not None and self._owner is not None, "server not started"
-        assert self._acceptor is not None
+        assert self._acceptor is not None, "server not started"
         hub = self._hub
         return ServerStatistics(
             connections=len(hub.connections),
