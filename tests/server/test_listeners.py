@@ -81,7 +81,9 @@ def _run_acceptor(failures: list[int], caplog: pytest.LogCaptureFixture) -> dict
         async def always_room() -> None:
             return None
 
-        acceptor = Acceptor(listener, Recorder, always_room, listener="test")
+        acceptor = Acceptor(
+            listener, Recorder, always_room, listener="test", open_connections=lambda: 0
+        )
         task = loop.create_task(acceptor.run())
         client = socket.create_connection(listener.getsockname())
         try:

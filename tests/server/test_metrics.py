@@ -72,6 +72,7 @@ def test_metrics_counts_batches_and_connections(tmp_path: Path) -> None:
         assert 'minidb_requests_total{outcome="ok",verb="GET"} 2.0' in text
         assert 'minidb_requests_total{outcome="error",verb="INVALID"} 1.0' in text
         assert "minidb_connections_active 1.0" in text
+        assert 'minidb_accept_failures_total{kind="resource"} 0.0' in text
         head, _ = await _http_get(server.metrics_address[1], "/nope")
         assert head.startswith("HTTP/1.1 404 Not Found\r\n")
         writer.close()

@@ -114,7 +114,7 @@ class Acceptor:
         wait_for_slot: Callable[[], Awaitable[None]],
         *,
         listener: str,
-        open_connections: Callable[[], int] = lambda: -1,
+        open_connections: Callable[[], int],
     ) -> None:
         self._sock = sock
         self._factory = factory
