@@ -3,7 +3,9 @@
 ``serve(*args, env=...)`` starts ``python -m minidb serve --port 0 --data-dir <tmp> ...``,
 reads the ``minidb listening on HOST:PORT (line)`` line to learn the port, and returns a
 ``ServerProcess``; every process is killed at teardown. The WAL tests reuse it: ``kill()``
-sends SIGKILL, and ``serve(data_dir=same_dir)`` restarts on the same data dir.
+sends SIGKILL, and ``serve(data_dir=same_dir)`` restarts on the same data dir. ``launcher``
+replaces ``-m minidb`` (e.g. ``["-c", script]`` to run the CLI inside a prepared process) and
+``preexec_fn`` runs in the child before it starts (e.g. to lower its resource limits).
 """
 
 from __future__ import annotations
@@ -107,14 +109,18 @@ def serve(tmp_path: Path) -> Iterator[ServeFactory]:
     started: list[ServerProcess] = []
 
     def start(
-        *args: str, data_dir: Path | None = None, env: dict[str, str] | None = None
+        *args: str,
+        data_dir: Path | None = None,
+        env: dict[str, str] | None = None,
+        launcher: tuple[str, ...] = ("-m", "minidb"),
+        preexec_fn: Callable[[], None] | None = None,
     ) -> ServerProcess:
         data = data_dir if data_dir is not None else tmp_path / "data"
-        command = [sys.executable, "-m", "minidb", "serve", "--port", "0", "--data-dir", str(data)]
+        command = [sys.executable, *launcher, "serve", "--port", "0", "--data-dir", str(data)]
         full_env = {**os.environ, **(env or {})}
         proc = subprocess.Popen(
             [*command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=full_env,
+            env=full_env, preexec_fn=preexec_fn,
         )
         ports: dict[str, int] = {}
         deadline = time.monotonic() + STARTUP_TIMEOUT_S

@@ -96,7 +96,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Any) -> int:
-    from minidb.errors import WalError
+    from minidb.errors import ConfigError, WalError
     from minidb.server._lifecycle import Server
 
     server = Server(config)
@@ -110,6 +110,9 @@ async def _main(config: Any) -> int:
         return 1
     except OSError as exc:
         sys.stderr.write(f"minidb serve: error: cannot listen on {config.host}: {exc}\n")
+        return 1
+    except ConfigError as exc:  # the environment, e.g. too low a file limit: not a usage error
+        sys.stderr.write(f"minidb serve: error: refusing to start: {exc}\n")
         return 1
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

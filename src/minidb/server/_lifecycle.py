@@ -33,9 +33,10 @@ from minidb.protocol import WRITES, parse_request
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Hub, LineConnection
-from minidb.server._listeners import accept_loop, address_of, bind_listener
+from minidb.server._fdlimit import fit_to_fd_limit
+from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
 from minidb.server._logging import event
-from minidb.server._metrics import MetricsHTTP, new_registry
+from minidb.server._metrics import MetricsListener, new_registry
 from minidb.store import OwnerStatistics, StoreOwner, StoreState, StoreStatistics
 from minidb.wal import DurableLog, WalStatistics, open_log
 
@@ -100,6 +101,7 @@ class ServerStatistics:
     timeouts: int
     unavailable: int
     refused: dict[tuple[str, str], int]
+    accept: AcceptStatistics
     store: StoreStatistics
     owner: OwnerStatistics
     wal: WalStatistics | None
@@ -117,8 +119,9 @@ class Server:
         self._owner_task: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
         self._listener: socket.socket | None = None
+        self._acceptor: Acceptor | None = None
         self._accept_task: asyncio.Task[None] | None = None
-        self._metrics_server: asyncio.Server | None = None
+        self._metrics: MetricsListener | None = None
         self._shutdown: asyncio.Future[None] | None = None
         self.line_address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
@@ -129,7 +132,8 @@ class Server:
     async def start(self) -> None:
         """Open the store, bind every listener and start serving; raise ``OSError`` on bind."""
         loop = asyncio.get_running_loop()
-        config = self.config
+        # Before anything opens a descriptor; may lower max_connections (with a warning).
+        self.config = config = fit_to_fd_limit(self.config)
         started = time.perf_counter()
         state, log = open_store(config)
         self._replay_seconds = time.perf_counter() - started
@@ -147,26 +151,24 @@ class Server:
             log.close()
             raise
         self.line_address = address_of(self._listener)
+        self._acceptor = Acceptor(
+            self._listener, lambda: LineConnection(hub, loop), hub.wait_for_slot,
+            listener="line", open_connections=lambda: len(hub.connections),
+        )
         if config.metrics_port is not None:
+            self._metrics = MetricsListener(self.registry)
             try:
-                self._metrics_server = await loop.create_server(
-                    lambda: MetricsHTTP(self.registry), config.host, config.metrics_port
-                )
+                self.metrics_address = self._metrics.start(config.host, config.metrics_port)
             except BaseException:
                 self._listener.close()
                 log.close()
                 raise
-            sockets = self._metrics_server.sockets
-            self.metrics_address = address_of(sockets[0])
             if isinstance(loop, WheelEventLoop):
                 # The metrics port serves /debug/tasks, which `minidb top` reads: give it the
                 # per-task counters (a few percent of loop overhead, paid only when asked for).
                 enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
-        self._accept_task = loop.create_task(
-            accept_loop(self._listener, hub, lambda: LineConnection(hub, loop)),
-            name="minidb-accept",
-        )
+        self._accept_task = loop.create_task(self._acceptor.run(), name="minidb-accept")
         event(logger, logging.INFO, "server_started", line=_fmt(self.line_address))
 
     def request_shutdown(self) -> None:
@@ -259,11 +261,8 @@ class Server:
             self._listener.close()
 
     async def _close_metrics(self) -> None:
-        if self._metrics_server is not None:
-            self._metrics_server.close()
-            with contextlib.suppress(asyncio.TimeoutError):
-                async with asyncio.timeout(1.0):
-                    await self._metrics_server.wait_closed()
+        if self._metrics is not None:
+            await self._metrics.close()
 
     # -- observing -----------------------------------------------------------------------
 
@@ -274,6 +273,7 @@ class Server:
 
     def statistics(self) -> ServerStatistics:
         assert self._hub is not None and self._owner is not None, "server not started"
+        assert self._acceptor is not None, "server not started"
         hub = self._hub
         return ServerStatistics(
             connections=len(hub.connections),
@@ -282,6 +282,7 @@ class Server:
             timeouts=hub.timeouts,
             unavailable=hub.unavailable,
             refused=dict(hub.rejected_verbs),
+            accept=self._acceptor.statistics(),
             store=self._owner.state.statistics(),
             owner=self._owner.statistics(),
             wal=self._log.statistics() if self._log is not None else None,

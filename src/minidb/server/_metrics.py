@@ -5,17 +5,25 @@ Counters are not incremented on the hot path: the components keep plain integers
 scraped. Each server has its own ``CollectorRegistry`` so several servers can live in one
 process (the tests start many).
 
-The HTTP side is deliberately tiny (GET only, one request per connection, on the server's own
-loop): ``/metrics`` (Prometheus text), ``/debug/tasks`` (JSON from ``minidb.runtime.snapshot()``
-when the runtime provides it, else ``{}``). Serving on the loop, not in a thread, means the
-snapshot is taken on the thread that owns the tasks.
+The HTTP side is deliberately tiny (GET and HEAD, one request per connection, on the server's
+own loop): ``/metrics`` (Prometheus text), ``/debug/tasks`` (JSON from
+``minidb.runtime.snapshot()`` when the runtime provides it, else ``{}``). Serving on the loop, not
+in a thread, means the snapshot is taken on the thread that owns the tasks. The port is open to
+whoever can reach it, so it has limits of its own: ``METRICS_MAX_CONNECTIONS`` at once (then it
+stops accepting, like the line port), ``METRICS_TIMEOUT_S`` per connection, and the request head
+size of ``_http`` (which parses heads without I/O).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import socket
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, cast
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -28,13 +36,26 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 import minidb.runtime
+from minidb.server._http import METHODS, Refusal, Request, RequestHead, response
+from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
+from minidb.server._logging import event
 from minidb.store import BATCH_SIZE_BOUNDS
 
 if TYPE_CHECKING:
     from minidb.server._lifecycle import Server
 
-MAX_HTTP_REQUEST_BYTES = 8192
-"""A metrics request head larger than this is answered 431 and closed."""
+logger = logging.getLogger("minidb.server")
+
+METRICS_MAX_CONNECTIONS = 16
+"""Metrics connections served at once; beyond it the listener stops accepting. A scrape or a
+`minidb top` refresh holds one for milliseconds, so 16 is room for several of each, and it
+keeps the descriptor reserve small (see ``_fdlimit``)."""
+METRICS_TIMEOUT_S = 10.0
+"""Seconds a metrics connection may take, from accept, to send its request and read the answer
+(Prometheus's default scrape timeout); then it is dropped, idle or not."""
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+NOT_FOUND_BODY = b"not found: try /metrics or /debug/tasks\n"
 
 
 class ServerCollector(Collector):
@@ -71,6 +92,15 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily(
             "minidb_connections_active", "Open client connections", stats.connections
         )
+        accept = CounterMetricFamily(
+            "minidb_accept_failures",
+            "Failed accepts on the line port (resource: out of descriptors or memory)",
+            labels=["kind"],
+        )
+        accept.add_metric(["resource"], stats.accept.resource_failures)
+        accept.add_metric(["transient"], stats.accept.transient_failures)
+        accept.add_metric(["other"], stats.accept.other_failures)
+        yield accept
         yield GaugeMetricFamily(
             "minidb_mailbox_depth", "Requests waiting for the data owner", owner.mailbox_depth
         )
@@ -129,48 +159,206 @@ def task_snapshot() -> Any:
 
 
 class MetricsHTTP(asyncio.Protocol):
-    """A one-request HTTP/1.1 responder for ``/metrics`` and ``/debug/tasks``."""
+    """One connection of the metrics port: one request head, one response, then close.
 
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-        self._buffer = b""
+    A deadline armed at ``connection_made`` (``timeout`` after it, on the loop clock) bounds
+    the whole connection: a client that sends nothing, or only part of a head, is answered
+    408 and dropped; one that does not read its response is dropped. Nothing a client sends
+    raises out of this protocol: every head ends in a response with a standard status line.
+    """
+
+    def __init__(self, listener: MetricsListener) -> None:
+        self._listener = listener
+        self._head = RequestHead()
+        self._answered = False
         self._transport: asyncio.Transport | None = None
+        self._deadline: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.call_at(loop.time() + self._listener.timeout, self._on_deadline)
+        self._listener.opened(self)
 
     def data_received(self, data: bytes) -> None:
-        self._buffer += data
-        if b"\r\n\r\n" not in self._buffer and b"\n\n" not in self._buffer:
-            if len(self._buffer) > MAX_HTTP_REQUEST_BYTES:
-                self._respond(431, "text/plain", b"request header too large\n")
-            return
-        request_line = self._buffer.split(b"\n", 1)[0].decode("latin-1").strip()
-        parts = request_line.split()
-        if len(parts) < 2 or parts[0] not in ("GET", "HEAD"):
-            self._respond(405, "text/plain", b"only GET\n")
-            return
-        path = parts[1].split("?", 1)[0]
-        if path == "/metrics":
-            self._respond(
-                200, "text/plain; version=0.0.4; charset=utf-8", generate_latest(self._registry)
-            )
-        elif path == "/debug/tasks":
-            body = json.dumps(task_snapshot(), default=str).encode() + b"\n"
-            self._respond(200, "application/json", body)
-        else:
-            self._respond(404, "text/plain", b"not found: try /metrics or /debug/tasks\n")
+        if self._answered:
+            return  # a pipelined request or a body: this connection answers one request
+        decided = self._head.feed(data)
+        if decided is not None:
+            self._answer(decided)
 
-    def _respond(self, status: int, content_type: str, body: bytes) -> None:
+    def eof_received(self) -> bool:
+        # Half-closed before the head was complete: it never will be. Keep the transport open
+        # so the refusal (or a response still being written) can go out; _respond closes it.
+        if not self._answered:
+            if self._head.pending():
+                self._answer(self._head.finish())
+            else:
+                self._answered = True
+                self._close()
+        return True
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._listener.closed(self)
+
+    def _on_deadline(self) -> None:
+        self._deadline = None
+        self._listener.timed_out += 1
+        if not self._answered:
+            self._respond(response(HTTPStatus.REQUEST_TIMEOUT, b"request not received in time\n"))
+        # Whatever did not fit in the socket buffer is not worth another second of the slot.
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _answer(self, decided: Request | Refusal) -> None:
+        if isinstance(decided, Refusal):
+            self._listener.count_refusal(decided.status)
+            event(
+                logger, logging.DEBUG, "metrics_refused",
+                status=decided.status.value, reason=decided.detail,
+            )
+            allow = (("Allow", ", ".join(METHODS)),)
+            headers = allow if decided.status is HTTPStatus.METHOD_NOT_ALLOWED else ()
+            body = (decided.detail + "\n").encode()
+            self._respond(response(decided.status, body, headers=headers))
+            return
+        head_only = decided.method == "HEAD"
+        try:
+            status, content_type, body = self._listener.endpoint(decided.path)
+        except Exception as exc:
+            event(logger, logging.ERROR, "metrics_endpoint_failed", path=decided.path, exc_info=exc)
+            status, content_type, body = (
+                HTTPStatus.INTERNAL_SERVER_ERROR, "text/plain; charset=utf-8", b"internal error\n"
+            )
+        self._respond(response(status, body, content_type, head_only=head_only))
+
+    def _respond(self, raw: bytes) -> None:
+        self._answered = True
         if self._transport is None or self._transport.is_closing():
             return
-        reason = {200: "OK", 404: "Not Found", 405: "Method Not Allowed"}.get(status, "Error")
-        head = (
-            f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        self._transport.write(raw)
+        self._close()
+
+    def _close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Drop the connection now (the server is stopping)."""
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class MetricsListener:
+    """The metrics port: its socket, its accept loop, and its own connection limit.
+
+    Over ``max_connections`` it stops accepting, as the line port does at
+    ``--max-connections``: new clients wait in the kernel's backlog at no cost to the server
+    (accepting and closing them at once would cost an accept, a descriptor and a close per
+    attempt on the loop that also serves the line port, which is what a flood would want),
+    and a legitimate scraper that waits is served as soon as a slot frees, which the deadline
+    of every connection guarantees soon.
+    """
+
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        max_connections: int = METRICS_MAX_CONNECTIONS,
+        timeout: float = METRICS_TIMEOUT_S,
+    ) -> None:
+        self.registry = registry
+        self.max_connections = max_connections
+        self.timeout = timeout
+        self.connections: set[MetricsHTTP] = set()
+        self.refused: dict[int, int] = {}
+        self.timed_out = 0
+        self.address: tuple[str, int] | None = None
+        self._sock: socket.socket | None = None
+        self._acceptor: Acceptor | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._slot_waiter: asyncio.Future[None] | None = None
+
+    def start(self, host: str, port: int) -> tuple[str, int]:
+        """Bind (``OSError`` if the port is taken) and start accepting; return the address."""
+        self._sock = sock = bind_listener(host, port)
+        self.address = address_of(sock)
+        self._acceptor = Acceptor(
+            sock, lambda: MetricsHTTP(self), self._wait_for_slot, listener="metrics",
+            open_connections=lambda: len(self.connections),
         )
-        self._transport.write(head.encode() + body)
-        self._transport.close()
+        self._task = asyncio.get_running_loop().create_task(
+            self._acceptor.run(), name="minidb-metrics-accept"
+        )
+        return self.address
+
+    async def close(self) -> None:
+        """Stop accepting and drop the connections still open (each is one short request)."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._sock is not None:
+            self._sock.close()
+        for conn in list(self.connections):
+            conn.abort()
+        # Let the transports run connection_lost, so no descriptor outlives the server.
+        for _ in range(2):
+            await asyncio.sleep(0)
+
+    def endpoint(self, path: str) -> tuple[HTTPStatus, str, bytes]:
+        """Status, content type and body for ``path``."""
+        if path == "/metrics":
+            return HTTPStatus.OK, PROMETHEUS_TEXT, generate_latest(self.registry)
+        if path == "/debug/tasks":
+            body = json.dumps(task_snapshot(), default=str).encode() + b"\n"
+            return HTTPStatus.OK, "application/json", body
+        return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", NOT_FOUND_BODY
+
+    # -- admission -----------------------------------------------------------------------
+
+    def opened(self, conn: MetricsHTTP) -> None:
+        self.connections.add(conn)
+
+    def closed(self, conn: MetricsHTTP) -> None:
+        self.connections.discard(conn)
+        if self._slot_waiter is not None and not self._slot_waiter.done():
+            self._slot_waiter.set_result(None)
+
+    def count_refusal(self, status: HTTPStatus) -> None:
+        self.refused[status.value] = self.refused.get(status.value, 0) + 1
+
+    async def _wait_for_slot(self) -> None:
+        while len(self.connections) >= self.max_connections:
+            self._slot_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._slot_waiter
+            finally:
+                self._slot_waiter = None
+
+    def statistics(self) -> MetricsListenerStatistics:
+        assert self._acceptor is not None, "metrics listener not started"
+        return MetricsListenerStatistics(
+            connections=len(self.connections),
+            refused=dict(self.refused),
+            timed_out=self.timed_out,
+            accept=self._acceptor.statistics(),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsListenerStatistics:
+    """What the metrics port has served and refused."""
+
+    connections: int
+    refused: dict[int, int]
+    """Requests answered with an error status, by status code (404s not included)."""
+    timed_out: int
+    """Connections dropped at their deadline."""
+    accept: AcceptStatistics
 
 
 def new_registry(server: Server) -> CollectorRegistry:
