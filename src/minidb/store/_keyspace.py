@@ -413,7 +413,8 @@ class Keyspace:
         self, now_ms: int, journal: OpJournal | None, limit: int = DEFAULT_EXPIRE_BATCH
     ) -> list[tuple[bytes, bytes]]:
         """Remove up to ``limit`` keys whose deadline is at or before ``now_ms``, in deadline
-        order, each journaled as ``Remove``; return their (bucket, key)."""
+        order, each journaled as ``Remove`` (the removals of one call are one group); return
+        their (bucket, key)."""
         due = self._wheel.poll(now_ms)
         if len(due) > limit:
             # Not now: back into the wheel, where a past deadline waits as pending and comes
@@ -432,6 +433,8 @@ class Keyspace:
                 journal.add(Remove(bucket, key))
             self._drop(bucket, key)  # poll already took the record out of the wheel
             expired.append((bucket, key))
+        if journal is not None:
+            journal.close_group()
         return expired
 
     def next_expiry_ms(self) -> int | None:
@@ -462,27 +465,34 @@ class Keyspace:
     # -- replay ------------------------------------------------------------------------------
 
     def apply_ops(self, ops: Iterable[Op], now_ms: int) -> None:
-        """Apply logged ops (recovery, a replica); a deadline already past drops the key."""
-        if not self._wheel:
-            self._wheel.poll(now_ms)
+        """Apply logged ops (recovery, a replica) as the effects they are, without journaling.
+
+        A key whose deadline has passed by ``now_ms`` is never served (reads check deadlines),
+        and ``purge_expired`` drops every such key once the whole log is in. It must not be
+        dropped earlier, op by op: ``Put(k, v, at)`` followed in a later record by
+        ``Expire(k, None)`` (a PERSIST made before ``at``) leaves ``k`` alive for good, and the
+        PERSIST needs the value the Put brought.
+        """
+        self.sync_clock(now_ms)
         for op in ops:
             if isinstance(op, Put):
-                if op.expire_at_ms is not None and op.expire_at_ms <= now_ms:
-                    self.remove(op.bucket, op.key, None)
-                else:
-                    self._store(op.bucket, op.key, op.value, op.expire_at_ms)
+                self._store(op.bucket, op.key, op.value, op.expire_at_ms)
             elif isinstance(op, Remove):
                 self.remove(op.bucket, op.key, None)
             elif isinstance(op, Expire):
                 state = self._state_of(op.bucket, op.key)
-                if state.value is None:
-                    continue
-                if op.expire_at_ms is not None and op.expire_at_ms <= now_ms:
-                    self._delete(op.bucket, op.key)
-                else:
+                if state.value is not None:
                     self._store(op.bucket, op.key, state.value, op.expire_at_ms)
             else:
                 self.flush(op.bucket, None)
+
+    def purge_expired(self, now_ms: int) -> int:
+        """Drop, without journaling, every key due by ``now_ms`` (after a replay: the log
+        already implies their expiry, and replaying it again drops them again)."""
+        due = self._wheel.poll(now_ms)
+        for record in due:
+            self._drop(record.bucket, record.key)
+        return len(due)
 
     def sync_clock(self, now_ms: int) -> None:
         """Move an empty wheel to ``now_ms`` so new deadlines are filed relative to now."""
