@@ -16,6 +16,7 @@ NOW = 1_700_000_000_000
 E = ErrorReply
 INT_ERR = E("ERR value is not an integer or out of range")
 SYNTAX = E("ERR syntax error")
+NX_CONFLICT = E("ERR NX and XX, GT or LT options at the same time are not compatible")
 
 
 def arity(name: str) -> ErrorReply:
@@ -99,7 +100,7 @@ CASES: dict[str, list[Step]] = {
         ("TTL c", 100),
         (f"SET d v PXAT {NOW + 42}", OK),
         ("PTTL d", 42),
-        (f"PEXPIRETIME d", NOW + 42),
+        ("PEXPIRETIME d", NOW + 42),
         (f"SET e v PXAT {NOW}", OK),  # a deadline reached: the key is gone
         ("GET e", None),
     ],
@@ -293,11 +294,11 @@ CASES: dict[str, list[Step]] = {
         ("TTL k", 50),
         (f"PEXPIREAT k {NOW + 77}", 1),
         ("PTTL k", 77),
-        (f"EXPIRETIME k", (NOW + 77 + 500) // 1000),
+        ("EXPIRETIME k", (NOW + 77 + 500) // 1000),
         ("EXPIRE k x", INT_ERR),
         ("EXPIRE k 10 FOO", E("ERR Unsupported option FOO")),
-        ("EXPIRE k 10 NX XX", E("ERR NX and XX, GT or LT options at the same time are not compatible")),
-        ("EXPIRE k 10 NX GT", E("ERR NX and XX, GT or LT options at the same time are not compatible")),
+        ("EXPIRE k 10 NX XX", NX_CONFLICT),
+        ("EXPIRE k 10 NX GT", NX_CONFLICT),
         ("EXPIRE k 10 GT LT", E("ERR GT and LT options at the same time are not compatible")),
         ("EXPIRE k 9223372036854776", expire_err("expire")),
         ("EXPIRE k -9223372036854776", expire_err("expire")),

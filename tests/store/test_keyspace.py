@@ -21,7 +21,10 @@ NOW = 1_700_000_000_000
 """The fake wall clock's start, ms since the epoch."""
 
 
-def dump(ks: Keyspace, now_ms: int | None = None) -> dict[tuple[bytes, bytes], tuple[bytes, int | None]]:
+State = dict[tuple[bytes, bytes], tuple[bytes, int | None]]
+
+
+def dump(ks: Keyspace, now_ms: int | None = None) -> State:
     """Every key's (value, deadline); only the live ones at ``now_ms`` if given."""
     return {
         (op.bucket, op.key): (op.value, op.expire_at_ms)

@@ -77,7 +77,9 @@ def incrbyfloat(stored: bytes, increment: bytes) -> bytes:
         (b"-2.5", b"0", b"-2.5"),
     ],
 )
-def test_numbers_incrbyfloat_formats_as_redis(stored: bytes, increment: bytes, expected: bytes) -> None:
+def test_numbers_incrbyfloat_formats_as_redis(
+    stored: bytes, increment: bytes, expected: bytes
+) -> None:
     """Long double sums printed with Redis's %.17Lf-and-trim give Redis's exact strings."""
     assert incrbyfloat(stored, increment) == expected
 
