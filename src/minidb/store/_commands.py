@@ -73,11 +73,13 @@ def validate(argv: list[bytes]) -> ErrorReply | None:
 def _run(
     ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
 ) -> Result:
-    refused = validate(argv)
-    if refused is not None:
+    cmd = COMMANDS.get(argv[0].lower()) if argv else None
+    if cmd is None or (cmd.arity > 0 and len(argv) != cmd.arity) or len(argv) < -cmd.arity:
+        refused = validate(argv)
+        assert refused is not None
         return refused
     try:
-        return COMMANDS[argv[0].lower()].handler(ks, session, argv, journal, now_ms)
+        return cmd.handler(ks, session, argv, journal, now_ms)
     except CommandError as exc:
         # Handlers check before they change anything, so an error leaves no partial change.
         return exc.reply

@@ -21,10 +21,11 @@ every removal takes it out of the wheel (O(1)).
 Clock mapping. The wheel's tick is one millisecond and its tick *is* the Unix time in ms: the
 deadline of a record is its ``_wheel_tick``. The wheel only cares which bits of "now" and a
 deadline differ, so absolute epoch milliseconds (about 2**41) work as well as small numbers;
-deadlines beyond the wheel's 2**36 ms span just lap. When the wheel is empty it is moved to the
-current time first, so the first deadline is filed relative to now. A wall clock stepped back
-makes nothing due (``poll`` never goes back); stepped forward, everything that became due comes
-out in deadline order at the next ``expire_due``.
+deadlines beyond the wheel's 2**36 ms span just lap. An empty wheel is moved to the current
+time (noted by ``sync_clock``, which the engine calls with each command) before a deadline
+goes in, so the first deadline is filed relative to now. A wall clock stepped back makes
+nothing due (``poll`` never goes back); stepped forward, everything that became due comes out
+in deadline order at the next ``expire_due``.
 
 Expiry, eager and lazy. The owner calls ``expire_due(now_ms, journal)`` from a loop timer set
 at ``next_expiry_ms()``: the wheel hands back exactly the records that are due, in deadline
@@ -177,9 +178,9 @@ class _ScanIndex:
     __slots__ = ("hashes", "keys")
 
     def __init__(self, keys: Iterable[bytes]) -> None:
-        pairs = sorted((key_hash(k), k) for k in keys)
-        self.hashes = array("Q", [h for h, _ in pairs])
-        self.keys = [k for _, k in pairs]
+        # Equal hashes may come in any order: a page always takes them together.
+        self.keys = sorted(keys, key=key_hash)
+        self.hashes = array("Q", map(key_hash, self.keys))
 
     def insert(self, key: bytes) -> None:
         h = key_hash(key)
@@ -242,6 +243,7 @@ class Keyspace:
         self._buckets: dict[bytes, dict[bytes, Stored]] = {}
         self._indexes: dict[bytes, _ScanIndex] = {}
         self._wheel: TimerWheel[_Expiring] = TimerWheel(max(now_ms, 0))
+        self._clock_ms = now_ms
         self._watched: dict[tuple[bytes, bytes], set[Watch]] = {}
         self._rng = rng or random.Random()
         self._keys = 0
@@ -339,8 +341,13 @@ class Keyspace:
     ) -> None:
         """Set the key's whole state: its value and its deadline (None: no expiry)."""
         if journal is not None:
-            journal.undo.append(self._state_of(bucket, key))
-            journal.add(Put(bucket, key, value, expire_at_ms))
+            found = self._buckets.get(bucket)
+            old = found.get(key) if found is not None else None
+            if old is None or isinstance(old, bytes):
+                journal.undo.append(KeyUndo(bucket, key, old, None))
+            else:
+                journal.undo.append(KeyUndo(bucket, key, old.value, old._wheel_tick))
+            journal._open.append(Put(bucket, key, value, expire_at_ms))
         self._store(bucket, key, value, expire_at_ms)
 
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
@@ -495,9 +502,9 @@ class Keyspace:
         return len(due)
 
     def sync_clock(self, now_ms: int) -> None:
-        """Move an empty wheel to ``now_ms`` so new deadlines are filed relative to now."""
-        if not self._wheel:
-            self._wheel.poll(now_ms)
+        """Note the time, so that a deadline filed into an empty wheel is filed relative to
+        now (an empty wheel may still stand where it stopped long ago)."""
+        self._clock_ms = now_ms
 
     # -- statistics --------------------------------------------------------------------------
 
@@ -559,6 +566,8 @@ class Keyspace:
             bucket[key] = value
         else:
             record = _Expiring(name, key, value)
+            if not self._wheel:
+                self._wheel.poll(self._clock_ms)
             self._wheel.insert(record, expire_at_ms)
             bucket[key] = record
         if old is None:

@@ -128,6 +128,10 @@ def get(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) 
 
 @command("set", -3, "write")
 def set_(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    if len(argv) == 3:  # the common plain SET: nothing to parse, the old value is not needed
+        check_write(ks, argv[1], argv[2])
+        ks.put(s.bucket, argv[1], argv[2], None, j)
+        return OK
     flags, unit, value = _string_options(argv, 3, for_set=True)
     deadline = _deadline("set", unit, value, now_ms) if unit else None
     done, old = _set(ks, s, argv[1], argv[2], flags, deadline, j, now_ms)
@@ -272,6 +276,8 @@ def incrbyfloat(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_m
 @command("append", 3, "write", "fast")
 def append(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     found = ks.lookup(s.bucket, argv[1], now_ms, j)
+    if found is not None and len(found[0]) + len(argv[2]) > ks.max_value_bytes:
+        raise CommandError(STRING_TOO_LONG)  # before building the long string
     value = found[0] + argv[2] if found is not None else argv[2]
     check_write(ks, argv[1], value)
     ks.put(s.bucket, argv[1], value, found[1] if found else None, j)
