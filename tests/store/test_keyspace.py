@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minidb.runtime._wheel import UNFILED
+from minidb.store import _keyspace as keyspace_module
 from minidb.store._args import Session
 from minidb.store._commands import execute
 from minidb.store._keyspace import Keyspace, OpJournal, _Expiring
@@ -336,6 +337,26 @@ def test_keyspace_scan_returns_every_key_present_throughout(
             break
     assert stable <= seen
     assert seen <= ever
+    check_invariants(ks)
+
+
+def test_keyspace_scan_keeps_equal_hashes_in_one_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With hashes forced to collide, a page takes every key of its last hash, so a cursor
+    never splits a group and the scan still returns every key."""
+    monkeypatch.setattr(keyspace_module, "key_hash", lambda key: len(key) % 3)
+    ks = Keyspace(now_ms=NOW)
+    keys = {b"k" * n for n in range(1, 13)}
+    for key in keys:
+        put(ks, key, None)
+    seen: list[bytes] = []
+    cursor = 0
+    while True:
+        cursor, page = ks.scan(b"0", cursor, 1, NOW, None)
+        seen += page
+        put(ks, b"x" * (len(seen) + 20), None)  # inserted between calls, colliding too
+        if cursor == 0:
+            break
+    assert keys <= set(seen) and len(set(seen)) == len(seen)
     check_invariants(ks)
 
 
