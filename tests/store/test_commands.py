@@ -6,7 +6,8 @@ import pytest
 
 from minidb.store._args import Session
 from minidb.store._commands import COMMANDS, execute, execute_transaction, validate
-from minidb.store._keyspace import Keyspace, OpJournal
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace
 from minidb.store._results import OK, ErrorReply, Result, Simple
 from minidb.wal._ops import Expire, Flush, Put, Remove
 

@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minidb.runtime._wheel import UNFILED
-from minidb.store import _keyspace as keyspace_module
+from minidb.store import _scanindex
 from minidb.store._args import Session
 from minidb.store._commands import execute
-from minidb.store._keyspace import Keyspace, OpJournal, _Expiring
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace, _Expiring
 from minidb.wal._ops import Expire, Put, Remove
 
 NOW = 1_700_000_000_000
@@ -343,7 +344,7 @@ def test_keyspace_scan_returns_every_key_present_throughout(
 def test_keyspace_scan_keeps_equal_hashes_in_one_page(monkeypatch: pytest.MonkeyPatch) -> None:
     """With hashes forced to collide, a page takes every key of its last hash, so a cursor
     never splits a group and the scan still returns every key."""
-    monkeypatch.setattr(keyspace_module, "key_hash", lambda key: len(key) % 3)
+    monkeypatch.setattr(_scanindex, "key_hash", lambda key: len(key) % 3)
     ks = Keyspace(now_ms=NOW)
     keys = {b"k" * n for n in range(1, 13)}
     for key in keys:

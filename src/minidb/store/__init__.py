@@ -7,12 +7,12 @@ group, writes it to its ``CommitLog`` and syncs once before any reply of the gro
 from minidb.store._actor import BATCH_SIZE_BOUNDS, OwnerStatistics, StoreOwner
 from minidb.store._args import Command, Session
 from minidb.store._commands import COMMANDS, execute, execute_transaction, lookup_command, validate
+from minidb.store._journal import OpJournal
 from minidb.store._keyspace import (
     DEFAULT_MAX_VALUE_BYTES,
     MAX_KEY_BYTES,
     Keyspace,
     KeyspaceStatistics,
-    OpJournal,
     Watch,
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from minidb.protocol import MAX_NAME_CHARS
-from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace, OpJournal, Watch
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace, Watch
 from minidb.store._numbers import INT64_MAX, parse_int
 from minidb.store._results import (
     DB_OUT_OF_RANGE,

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 from minidb.store import _keys, _strings
 from minidb.store._args import Command, Session
-from minidb.store._keyspace import Keyspace, OpJournal
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace
 from minidb.store._results import CommandError, ErrorReply, Result, wrong_arity
 
 COMMANDS: dict[bytes, Command] = {

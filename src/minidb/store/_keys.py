@@ -18,7 +18,8 @@ from minidb.store._args import (
     text_of,
 )
 from minidb.store._glob import compile_glob
-from minidb.store._keyspace import Keyspace, OpJournal
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace
 from minidb.store._numbers import parse_uint
 from minidb.store._results import (
     INVALID_CURSOR,

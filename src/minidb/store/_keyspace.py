@@ -35,25 +35,14 @@ call, every read checks the deadline (``isinstance(value, _Expiring)`` is the on
 key without one) and removes an expired key on the spot, journaled the same way: no reply ever
 shows a key past its deadline. A key is expired once ``now_ms >= deadline``.
 
-Journal. ``OpJournal.records`` is a list of groups, each a ``list[Op]``: every group is written
-to the log as ONE record, replayed whole or not at all. The engine opens a group per command,
-or one for a whole ``EXEC``; ``close_group`` ends it (an empty group is dropped). A lazy or
-eager expiry lands in the group of whatever caused it. ``undo`` holds, newest last, the state
-each change replaced: ``KeyUndo`` (value and deadline, None if the key was absent) and
-``FlushUndo`` (the bucket dicts a flush dropped, kept whole, so a flush costs O(1) to journal).
-``rollback`` applies them newest first and restores values and deadlines exactly.
+Journal. Every primitive change notes its ``Op`` and what it replaced in an ``OpJournal``
+(``_journal``); ``rollback`` applies the undo entries newest first and restores values and
+deadlines exactly, timers included. A lazy expiry lands in the group of the command that
+found it; ``expire_due`` makes one group per call.
 
-SCAN cursors. A bucket that has been scanned keeps a ``_ScanIndex``: its keys sorted by a
-64-bit hash (``hash(key)`` of the process, whose bytes hash CPython caches), as parallel arrays
-(8 bytes of hash in an ``array('Q')`` and one list slot per key), maintained on every insert
-and delete from then on with a bisect and a memmove; buckets never scanned pay nothing. The
-cursor is the hash to resume from: a call returns every key whose hash lies in
-[cursor, next cursor), all keys of equal hash together, and the next cursor is one past the
-last hash returned. The ranges of successive calls tile the hash space from 0 to the end
-whatever was inserted or deleted in between, so every key present for the whole scan is
-returned exactly once, and the cursor is a plain integer below 2**64 that stores nothing on the
-server. (Keyed by the process's hash seed, a cursor does not survive a restart.) A random key
-(``RANDOMKEY``) is a random position in the same index.
+SCAN cursors. A bucket that has been scanned keeps a ``ScanIndex`` (``_scanindex``): a SCAN
+cursor is a position in its hash order that inserts and deletes cannot shift, so every key
+present for the whole scan is returned exactly once. ``RANDOMKEY`` picks a random position.
 
 WATCH. ``watch(bucket, keys)`` returns a ``Watch`` registered per (bucket, key); every change
 (write, delete, expiry, flush of an existing key) marks the watches of its key dirty. With
@@ -63,13 +52,12 @@ nobody watching, a change pays one test of an empty dict.
 from __future__ import annotations
 
 import random
-from array import array
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
+from minidb.store._journal import FlushUndo, KeyUndo, OpJournal
+from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 
 MAX_KEY_BYTES = 64 * 1024
@@ -81,13 +69,6 @@ DEFAULT_EXPIRE_BATCH = 10_000
 stay due and come out first at the next call."""
 RANDOM_KEY_TRIES = 100
 """Random picks ``random_key`` makes before giving up when it keeps hitting expired keys."""
-
-_HASH_MASK = (1 << 64) - 1
-
-
-def key_hash(key: bytes) -> int:
-    """A key's place in a SCAN index: its hash as an unsigned 64-bit integer."""
-    return hash(key) & _HASH_MASK
 
 
 class _Expiring:
@@ -106,62 +87,6 @@ class _Expiring:
 Stored = bytes | _Expiring
 
 
-class KeyUndo(NamedTuple):
-    """A key's state before a change: value None means the key did not exist."""
-
-    bucket: bytes
-    key: bytes
-    value: bytes | None
-    expire_at_ms: int | None
-
-
-class FlushUndo(NamedTuple):
-    """The buckets a flush dropped, name -> the dict itself."""
-
-    buckets: dict[bytes, dict[bytes, Stored]]
-
-
-UndoEntry = KeyUndo | FlushUndo
-
-
-class OpJournal:
-    """What a group of commands did: log records (groups of ``Op``) and how to undo them."""
-
-    __slots__ = ("_open", "records", "undo")
-
-    def __init__(self) -> None:
-        self.records: list[list[Op]] = []
-        """Closed groups, oldest first; each is to be written as one log record."""
-        self.undo: list[UndoEntry] = []
-        self._open: list[Op] = []
-
-    def add(self, op: Op) -> None:
-        """Note ``op`` in the open group."""
-        self._open.append(op)
-
-    def close_group(self) -> None:
-        """End the open group: it becomes one record, unless it is empty."""
-        if self._open:
-            self.records.append(self._open)
-            self._open = []
-
-    @property
-    def open_ops(self) -> list[Op]:
-        """The ops of the group not yet closed."""
-        return self._open
-
-    def ops(self) -> Iterator[Op]:
-        """Every op noted, closed groups first, in order."""
-        for group in self.records:
-            yield from group
-        yield from self._open
-
-    def clear(self) -> None:
-        self.records = []
-        self.undo = []
-        self._open = []
-
-
 class Watch:
     """One connection's WATCH: ``dirty`` turns True when a watched key is touched."""
 
@@ -170,45 +95,6 @@ class Watch:
     def __init__(self) -> None:
         self.dirty = False
         self.keys: set[tuple[bytes, bytes]] = set()
-
-
-class _ScanIndex:
-    """A bucket's keys in hash order, for SCAN cursors and random picks."""
-
-    __slots__ = ("hashes", "keys")
-
-    def __init__(self, keys: Iterable[bytes]) -> None:
-        # Equal hashes may come in any order: a page always takes them together.
-        self.keys = sorted(keys, key=key_hash)
-        self.hashes = array("Q", map(key_hash, self.keys))
-
-    def insert(self, key: bytes) -> None:
-        h = key_hash(key)
-        at = bisect_right(self.hashes, h)
-        self.hashes.insert(at, h)
-        self.keys.insert(at, key)
-
-    def remove(self, key: bytes) -> None:
-        h = key_hash(key)
-        at = bisect_left(self.hashes, h)
-        while self.keys[at] != key:  # equal hashes: a few steps at most
-            at += 1
-        del self.hashes[at]
-        del self.keys[at]
-
-    def page(self, cursor: int, count: int) -> tuple[int, list[bytes]]:
-        """Keys from hash ``cursor`` on: ``count`` of them, plus any sharing the last hash."""
-        hashes = self.hashes
-        n = len(hashes)
-        start = bisect_left(hashes, cursor)
-        end = min(start + count, n)
-        if start < end < n:
-            last = hashes[end - 1]
-            while end < n and hashes[end] == last:
-                end += 1
-        if end >= n:
-            return 0, self.keys[start:]
-        return hashes[end - 1] + 1, self.keys[start:end]
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +127,7 @@ class Keyspace:
     ) -> None:
         self.max_value_bytes = max_value_bytes
         self._buckets: dict[bytes, dict[bytes, Stored]] = {}
-        self._indexes: dict[bytes, _ScanIndex] = {}
+        self._indexes: dict[bytes, ScanIndex] = {}
         self._wheel: TimerWheel[_Expiring] = TimerWheel(max(now_ms, 0))
         self._clock_ms = now_ms
         self._watched: dict[tuple[bytes, bytes], set[Watch]] = {}
@@ -607,13 +493,13 @@ class Keyspace:
                 if isinstance(stored, _Expiring):
                     self._wheel.insert(stored, stored._wheel_tick)
 
-    def _index(self, bucket: bytes) -> _ScanIndex | None:
+    def _index(self, bucket: bytes) -> ScanIndex | None:
         found = self._buckets.get(bucket)
         if not found:
             return None
         index = self._indexes.get(bucket)
         if index is None:
-            index = self._indexes[bucket] = _ScanIndex(found)
+            index = self._indexes[bucket] = ScanIndex(found)
         return index
 
     def _touch(self, pair: tuple[bytes, bytes]) -> None:

@@ -19,7 +19,8 @@ from minidb.store._args import (
     deadline_arg,
     int_arg,
 )
-from minidb.store._keyspace import Keyspace, OpJournal
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace
 from minidb.store._numbers import (
     INT64_MAX,
     INT64_MIN,
