@@ -393,3 +393,15 @@ def test_keyspace_watch_costs_nothing_when_unwatched() -> None:
     assert handle.dirty
     ks.unwatch(handle)
     assert ks.statistics().watched_keys == 0 and not ks._watched
+
+
+def test_keyspace_mass_expiry_is_journaled_in_bounded_groups() -> None:
+    """expire_due of many keys splits its Removes into groups of bounded size, none lost."""
+    ks = Keyspace(now_ms=NOW)
+    for i in range(5000):
+        put(ks, b"key:%020d" % i, NOW + 1)
+    journal = OpJournal()
+    assert len(ks.expire_due(NOW + 1, journal)) == 5000
+    assert len(journal.records) > 1
+    assert sum(len(group) for group in journal.records) == 5000
+    assert all(sum(len(op.key) + 1 for op in group) < 40 * 1024 for group in journal.records)

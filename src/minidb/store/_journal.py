@@ -2,9 +2,9 @@
 
 ``OpJournal.records`` is a list of groups, each a ``list[Op]``, oldest first: every group is to
 be written to the log as ONE record, replayed whole or not at all. The command engine closes a
-group after each command, or once after a whole ``EXEC``; ``Keyspace.expire_due`` closes one
-per call; an empty group is dropped. The ops are effects (``Put`` of the resulting value with
-its deadline, ``Expire`` with an absolute time), never commands.
+group after each command, or once after a whole ``EXEC``; ``Keyspace.expire_due`` closes its
+own, bounded in size; an empty group is dropped. The ops are effects (``Put`` of the resulting
+value with its deadline, ``Expire`` with an absolute time), never commands.
 
 ``undo`` holds, newest last, the state each change replaced: ``KeyUndo`` (the old value and
 deadline; value None if the key did not exist) and ``FlushUndo`` (the bucket dicts a flush

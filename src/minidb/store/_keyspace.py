@@ -38,7 +38,7 @@ shows a key past its deadline. A key is expired once ``now_ms >= deadline``.
 Journal. Every primitive change notes its ``Op`` and what it replaced in an ``OpJournal``
 (``_journal``); ``rollback`` applies the undo entries newest first and restores values and
 deadlines exactly, timers included. A lazy expiry lands in the group of the command that
-found it; ``expire_due`` makes one group per call.
+found it; ``expire_due`` makes its own groups.
 
 SCAN cursors. A bucket that has been scanned keeps a ``ScanIndex`` (``_scanindex``): a SCAN
 cursor is a position in its hash order that inserts and deletes cannot shift, so every key
@@ -67,6 +67,9 @@ DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
 DEFAULT_EXPIRE_BATCH = 10_000
 """Keys ``expire_due`` removes per call at most by default, so one call stays short; the rest
 stay due and come out first at the next call."""
+EXPIRE_GROUP_BYTES = 32 * 1024
+"""Key bytes after which ``expire_due`` closes its journal group and opens another, so the log
+records of a mass expiry stay small (their removals need not be atomic together)."""
 RANDOM_KEY_TRIES = 100
 """Random picks ``random_key`` makes before giving up when it keeps hitting expired keys."""
 
@@ -306,8 +309,8 @@ class Keyspace:
         self, now_ms: int, journal: OpJournal | None, limit: int = DEFAULT_EXPIRE_BATCH
     ) -> list[tuple[bytes, bytes]]:
         """Remove up to ``limit`` keys whose deadline is at or before ``now_ms``, in deadline
-        order, each journaled as ``Remove`` (the removals of one call are one group); return
-        their (bucket, key)."""
+        order, each journaled as ``Remove`` (in groups of up to ``EXPIRE_GROUP_BYTES`` of key
+        names); return their (bucket, key)."""
         due = self._wheel.poll(now_ms)
         if len(due) > limit:
             # Not now: back into the wheel, where a past deadline waits as pending and comes
@@ -318,12 +321,17 @@ class Keyspace:
         self._examined += len(due)
         self._expired_by_timer += len(due)
         expired = []
+        group_bytes = 0
         for record in due:
             bucket, key = record.bucket, record.key
             assert self._buckets[bucket][key] is record, f"stale wheel entry {bucket!r} {key!r}"
             if journal is not None:
                 journal.undo.append(KeyUndo(bucket, key, record.value, record._wheel_tick))
                 journal.add(Remove(bucket, key))
+                group_bytes += len(bucket) + len(key)
+                if group_bytes >= EXPIRE_GROUP_BYTES:
+                    journal.close_group()
+                    group_bytes = 0
             self._drop(bucket, key)  # poll already took the record out of the wheel
             expired.append((bucket, key))
         if journal is not None:
