@@ -5,21 +5,49 @@ group, writes it to its ``CommitLog`` and syncs once before any reply of the gro
 """
 
 from minidb.store._actor import BATCH_SIZE_BOUNDS, OwnerStatistics, StoreOwner
+from minidb.store._args import Command, Session
+from minidb.store._commands import COMMANDS, execute, execute_transaction, lookup_command, validate
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import (
+    DEFAULT_MAX_VALUE_BYTES,
+    MAX_KEY_BYTES,
+    Keyspace,
+    KeyspaceStatistics,
+    Watch,
+)
 from minidb.store._log import CommitLog, MemoryLog, NullLog
 from minidb.store._mailbox import Batch, Mailbox, ReplySink
+from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import Journal, StoreState, StoreStatistics
 
 __all__ = [
     "BATCH_SIZE_BOUNDS",
+    "COMMANDS",
+    "DEFAULT_MAX_VALUE_BYTES",
+    "MAX_KEY_BYTES",
     "Batch",
+    "Command",
+    "CommandError",
     "CommitLog",
+    "ErrorReply",
     "Journal",
+    "Keyspace",
+    "KeyspaceStatistics",
     "Mailbox",
     "MemoryLog",
     "NullLog",
+    "OpJournal",
     "OwnerStatistics",
     "ReplySink",
+    "Result",
+    "Session",
+    "Simple",
     "StoreOwner",
     "StoreState",
     "StoreStatistics",
+    "Watch",
+    "execute",
+    "execute_transaction",
+    "lookup_command",
+    "validate",
 ]

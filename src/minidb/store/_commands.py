@@ -1,0 +1,117 @@
+"""The command engine: the table of Redis commands and ``execute``, protocol-neutral.
+
+``execute(keyspace, session, argv, journal, now_ms)`` runs one command (``argv[0]`` its name,
+any case) against the keyspace and returns its result (``_results``); what it changed is in
+``journal`` as one closed group of ops, the group the owner writes to the log as one record.
+The owner runs commands one at a time, so each is atomic; ``execute_transaction`` runs an
+``EXEC``'s queued commands back to back as one group.
+
+MULTI/EXEC, as a connection drives it:
+
+1. ``MULTI``: the connection starts queueing. Each queued ``argv`` is checked with
+   ``validate`` (unknown command, wrong arity); an error there is answered at once and makes
+   the later ``EXEC`` fail with ``EXECABORT``, as in Redis. Otherwise it is answered
+   ``QUEUED``.
+2. ``EXEC``: the queued argvs go to the owner as ONE message, which calls
+   ``execute_transaction``. If the session's WATCH saw a change since ``WATCH``, it returns
+   None (the null reply) and runs nothing. Otherwise every command runs in order with nothing
+   in between (the owner serves nobody else meanwhile), each result is kept (an error is the
+   command's result; the others still run, as in Redis), and all changes form one journal
+   group: one log record, replayed all or nothing.
+3. Either way the session's WATCH is dropped (``UNWATCH``'s job too, and ``DISCARD``'s).
+
+Time: one ``now_ms`` serves a whole command or transaction, like Redis's command time
+snapshot, so ``SET k v PX 10`` then ``PTTL k`` in one EXEC answers exactly 10.
+"""
+
+from __future__ import annotations
+
+from minidb.store import _keys, _strings
+from minidb.store._args import Command, Session
+from minidb.store._journal import OpJournal
+from minidb.store._keyspace import Keyspace
+from minidb.store._results import CommandError, ErrorReply, Result, wrong_arity
+
+COMMANDS: dict[bytes, Command] = {
+    cmd.name.encode(): cmd for cmd in (*_strings.COMMANDS, *_keys.COMMANDS)
+}
+"""Lower-case name -> command."""
+
+MAX_QUOTED_CHARS = 128
+"""How much of an unknown command and its arguments its error quotes (Redis's ``%.128s``)."""
+
+
+def lookup_command(name: bytes) -> Command | None:
+    """The command called ``name`` (any case), or None."""
+    return COMMANDS.get(name.lower())
+
+
+def _unknown(argv: list[bytes]) -> ErrorReply:
+    quoted = ""
+    for arg in argv[1:]:
+        if len(quoted) >= MAX_QUOTED_CHARS:
+            break
+        room = MAX_QUOTED_CHARS - len(quoted)
+        quoted += f"'{arg.decode('utf-8', 'replace')[:room]}' "
+    name = argv[0][:MAX_QUOTED_CHARS].decode("utf-8", "replace")
+    text = f"ERR unknown command '{name}', with args beginning with: {quoted}"
+    return ErrorReply(text.replace("\r", " ").replace("\n", " "))
+
+
+def validate(argv: list[bytes]) -> ErrorReply | None:
+    """The error a command gets before it runs (unknown, wrong arity), or None if it can run."""
+    if not argv:
+        return ErrorReply("ERR empty command")
+    cmd = COMMANDS.get(argv[0].lower())
+    if cmd is None:
+        return _unknown(argv)
+    arity = cmd.arity
+    if (arity > 0 and len(argv) != arity) or len(argv) < -arity:
+        return ErrorReply(wrong_arity(cmd.name))
+    return None
+
+
+def _run(
+    ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
+) -> Result:
+    cmd = COMMANDS.get(argv[0].lower()) if argv else None
+    if cmd is None or (cmd.arity > 0 and len(argv) != cmd.arity) or len(argv) < -cmd.arity:
+        refused = validate(argv)
+        assert refused is not None
+        return refused
+    try:
+        return cmd.handler(ks, session, argv, journal, now_ms)
+    except CommandError as exc:
+        # Handlers check before they change anything, so an error leaves no partial change.
+        return exc.reply
+
+
+def execute(
+    ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
+) -> Result:
+    """Run one command; its changes become one group of ``journal.records``."""
+    ks.sync_clock(now_ms)
+    result = _run(ks, session, argv, journal, now_ms)
+    journal.close_group()
+    return result
+
+
+def execute_transaction(
+    ks: Keyspace,
+    session: Session,
+    queued: list[list[bytes]],
+    journal: OpJournal,
+    now_ms: int,
+) -> list[Result] | None:
+    """Run an EXEC: None if a watched key changed, else every queued command's result; all
+    their changes form one group of ``journal.records`` (see the module docstring)."""
+    watch = session.watch
+    if watch is not None:
+        ks.unwatch(watch)
+        session.watch = None
+        if watch.dirty:
+            return None
+    ks.sync_clock(now_ms)
+    results = [_run(ks, session, argv, journal, now_ms) for argv in queued]
+    journal.close_group()
+    return results

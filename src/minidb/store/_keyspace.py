@@ -1,0 +1,517 @@
+"""The keyspace: buckets of binary keys and values, each key with an optional expiry time.
+
+``Keyspace`` is pure (no asyncio, no clock): every call that can observe time takes ``now_ms``,
+milliseconds since the Unix epoch, from its one owner. It offers the primitive changes
+(``put``, ``remove``, ``set_expiry``, ``flush``), each of which notes in an ``OpJournal`` the
+logical ``Op`` it amounts to (an effect, never a command) and how to undo it, and touches any
+WATCH on the key. The command engine (``_commands``) builds every Redis command from them.
+
+Theory of operation
+===================
+
+Values and expiry. A bucket is a ``dict`` key -> value. A key without expiry maps straight to
+its ``bytes`` value, so it costs nothing beyond the dict entry. A key with an expiry maps to an
+``_Expiring`` record holding the value, the deadline and the bucket and key names; that record
+*is* the key's entry in a ``TimerWheel`` (it carries the wheel's two attributes), so an expiry
+costs one small object and one slot in the wheel, and there is no separate expires dict to keep
+in step. Invariant: a record is in the wheel exactly while it is the current value of its key;
+``put`` over an expiring key reuses the record in place and ``reset``s it in the wheel, and
+every removal takes it out of the wheel (O(1)).
+
+Clock mapping. The wheel's tick is one millisecond and its tick *is* the Unix time in ms: the
+deadline of a record is its ``_wheel_tick``. The wheel only cares which bits of "now" and a
+deadline differ, so absolute epoch milliseconds (about 2**41) work as well as small numbers;
+deadlines beyond the wheel's 2**36 ms span just lap. An empty wheel is moved to the current
+time (noted by ``sync_clock``, which the engine calls with each command) before a deadline
+goes in, so the first deadline is filed relative to now. A wall clock stepped back makes
+nothing due (``poll`` never goes back); stepped forward, everything that became due comes out
+in deadline order at the next ``expire_due``.
+
+Expiry, eager and lazy. The owner calls ``expire_due(now_ms, journal)`` from a loop timer set
+at ``next_expiry_ms()``: the wheel hands back exactly the records that are due, in deadline
+order, and each is removed and journaled as ``Remove``, so a replica or a replay agrees. The
+work is proportional to what expires; no key is ever scanned. Between the deadline and that
+call, every read checks the deadline (``isinstance(value, _Expiring)`` is the only cost for a
+key without one) and removes an expired key on the spot, journaled the same way: no reply ever
+shows a key past its deadline. A key is expired once ``now_ms >= deadline``.
+
+Journal. Every primitive change notes its ``Op`` and what it replaced in an ``OpJournal``
+(``_journal``); ``rollback`` applies the undo entries newest first and restores values and
+deadlines exactly, timers included. A lazy expiry lands in the group of the command that
+found it; ``expire_due`` makes its own groups.
+
+SCAN cursors. A bucket that has been scanned keeps a ``ScanIndex`` (``_scanindex``): a SCAN
+cursor is a position in its hash order that inserts and deletes cannot shift, so every key
+present for the whole scan is returned exactly once. ``RANDOMKEY`` picks a random position.
+
+WATCH. ``watch(bucket, keys)`` returns a ``Watch`` registered per (bucket, key); every change
+(write, delete, expiry, flush of an existing key) marks the watches of its key dirty. With
+nobody watching, a change pays one test of an empty dict.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from minidb.runtime._wheel import UNFILED, TimerWheel
+from minidb.store._journal import FlushUndo, KeyUndo, OpJournal
+from minidb.store._scanindex import ScanIndex
+from minidb.wal._ops import Expire, Flush, Op, Put, Remove
+
+MAX_KEY_BYTES = 64 * 1024
+"""The longest key a command may create, in bytes."""
+DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
+"""The longest value a command may store by default, in bytes (``max_value_bytes``)."""
+DEFAULT_EXPIRE_BATCH = 10_000
+"""Keys ``expire_due`` removes per call at most by default, so one call stays short; the rest
+stay due and come out first at the next call."""
+EXPIRE_GROUP_BYTES = 32 * 1024
+"""Key bytes after which ``expire_due`` closes its journal group and opens another, so the log
+records of a mass expiry stay small (their removals need not be atomic together)."""
+RANDOM_KEY_TRIES = 100
+"""Random picks ``random_key`` makes before giving up when it keeps hitting expired keys."""
+
+
+class _Expiring:
+    """A value with a deadline; also its own entry in the keyspace's timer wheel."""
+
+    __slots__ = ("_wheel_tick", "_wheel_where", "bucket", "key", "value")
+
+    def __init__(self, bucket: bytes, key: bytes, value: bytes) -> None:
+        self.bucket = bucket
+        self.key = key
+        self.value = value
+        self._wheel_tick = 0  # the deadline, ms since the epoch (set by the wheel)
+        self._wheel_where = UNFILED
+
+
+Stored = bytes | _Expiring
+
+
+class Watch:
+    """One connection's WATCH: ``dirty`` turns True when a watched key is touched."""
+
+    __slots__ = ("dirty", "keys")
+
+    def __init__(self) -> None:
+        self.dirty = False
+        self.keys: set[tuple[bytes, bytes]] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyspaceStatistics:
+    """What the keyspace holds and what expiry has done since start."""
+
+    buckets: int
+    keys: int
+    keys_with_expiry: int
+    expired_lazily: int
+    """Keys removed by a read that found them past their deadline."""
+    expired_by_timer: int
+    """Keys removed by ``expire_due``."""
+    expiry_examined: int
+    """Records ``expire_due`` looked at: equals what it removed, because the wheel hands back
+    only due keys (no scan)."""
+    scan_indexes: int
+    watched_keys: int
+
+
+class Keyspace:
+    """Buckets of keys and values with expiry; exactly one owner calls it (no locks)."""
+
+    def __init__(
+        self,
+        *,
+        now_ms: int = 0,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.max_value_bytes = max_value_bytes
+        self._buckets: dict[bytes, dict[bytes, Stored]] = {}
+        self._indexes: dict[bytes, ScanIndex] = {}
+        self._wheel: TimerWheel[_Expiring] = TimerWheel(max(now_ms, 0))
+        self._clock_ms = now_ms
+        self._watched: dict[tuple[bytes, bytes], set[Watch]] = {}
+        self._rng = rng or random.Random()
+        self._keys = 0
+        self._expired_lazily = self._expired_by_timer = self._examined = 0
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def get(
+        self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
+    ) -> bytes | None:
+        """The value of a live key, or None; an expired key found here is removed."""
+        found = self._live(bucket, key, now_ms, journal)
+        if found is None or isinstance(found, bytes):
+            return found
+        return found.value
+
+    def lookup(
+        self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
+    ) -> tuple[bytes, int | None] | None:
+        """(value, deadline or None) of a live key, or None."""
+        found = self._live(bucket, key, now_ms, journal)
+        if found is None:
+            return None
+        if isinstance(found, bytes):
+            return found, None
+        return found.value, found._wheel_tick
+
+    def exists(self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None) -> bool:
+        return self._live(bucket, key, now_ms, journal) is not None
+
+    def size(self, bucket: bytes) -> int:
+        """Keys in ``bucket``, counting expired ones not yet removed (as Redis's DBSIZE)."""
+        found = self._buckets.get(bucket)
+        return len(found) if found else 0
+
+    def keys(self, bucket: bytes, now_ms: int) -> Iterator[bytes]:
+        """Every live key of ``bucket`` (what KEYS walks); expired ones are skipped, not removed."""
+        for key, stored in list(self._buckets.get(bucket, {}).items()):
+            if isinstance(stored, bytes) or stored._wheel_tick > now_ms:
+                yield key
+
+    def scan(
+        self, bucket: bytes, cursor: int, count: int, now_ms: int, journal: OpJournal | None
+    ) -> tuple[int, list[bytes]]:
+        """(next cursor, live keys) of one SCAN step; see the module docstring."""
+        index = self._index(bucket)
+        if index is None:
+            return 0, []
+        next_cursor, page = index.page(cursor, count)
+        found = self._buckets[bucket]
+        live = []
+        for key in page:
+            stored = found[key]
+            if isinstance(stored, bytes) or stored._wheel_tick > now_ms:
+                live.append(key)
+            else:
+                self._expire(bucket, key, journal)
+        return next_cursor, live
+
+    def random_key(self, bucket: bytes, now_ms: int, journal: OpJournal | None) -> bytes | None:
+        """A live key of ``bucket`` picked at random, or None."""
+        for _ in range(RANDOM_KEY_TRIES):
+            index = self._index(bucket)
+            if index is None:
+                return None
+            key = index.keys[self._rng.randrange(len(index.keys))]
+            if self._live(bucket, key, now_ms, journal) is not None:
+                return key
+        return None
+
+    def items(self) -> Iterator[Put]:
+        """The whole keyspace as ``Put`` ops (what a checkpoint writes), in no order."""
+        for name, bucket in self._buckets.items():
+            for key, stored in bucket.items():
+                if isinstance(stored, bytes):
+                    yield Put(name, key, stored)
+                else:
+                    yield Put(name, key, stored.value, stored._wheel_tick)
+
+    def __len__(self) -> int:
+        return self._keys
+
+    def buckets(self) -> list[bytes]:
+        return list(self._buckets)
+
+    # -- changing ----------------------------------------------------------------------------
+
+    def put(
+        self,
+        bucket: bytes,
+        key: bytes,
+        value: bytes,
+        expire_at_ms: int | None,
+        journal: OpJournal | None,
+    ) -> None:
+        """Set the key's whole state: its value and its deadline (None: no expiry)."""
+        if journal is not None:
+            found = self._buckets.get(bucket)
+            old = found.get(key) if found is not None else None
+            if old is None or isinstance(old, bytes):
+                journal.undo.append(KeyUndo(bucket, key, old, None))
+            else:
+                journal.undo.append(KeyUndo(bucket, key, old.value, old._wheel_tick))
+            journal._open.append(Put(bucket, key, value, expire_at_ms))
+        self._store(bucket, key, value, expire_at_ms)
+
+    def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
+        """Delete the key if it exists (expired or not); whether it did."""
+        found = self._buckets.get(bucket)
+        if found is None or key not in found:
+            return False
+        if journal is not None:
+            journal.undo.append(self._state_of(bucket, key))
+            journal.add(Remove(bucket, key))
+        self._delete(bucket, key)
+        return True
+
+    def set_expiry(
+        self, bucket: bytes, key: bytes, expire_at_ms: int | None, journal: OpJournal | None
+    ) -> None:
+        """Give an existing key a deadline, or none (persist it)."""
+        before = self._state_of(bucket, key)
+        assert before.value is not None, f"set_expiry of missing key {bucket!r} {key!r}"
+        if journal is not None:
+            journal.undo.append(before)
+            journal.add(Expire(bucket, key, expire_at_ms))
+        self._store(bucket, key, before.value, expire_at_ms)
+
+    def flush(self, bucket: bytes | None, journal: OpJournal | None) -> int:
+        """Delete every key of ``bucket`` (every bucket if None); how many there were."""
+        if bucket is None:
+            dropped = self._buckets
+        else:
+            found = self._buckets.get(bucket)
+            dropped = {bucket: found} if found else {}
+        removed = sum(len(d) for d in dropped.values())
+        if not removed:
+            return 0
+        if journal is not None:
+            journal.undo.append(FlushUndo(dropped))
+            journal.add(Flush(bucket))
+        if self._watched:
+            for name, keys in dropped.items():
+                for watched in [wk for wk in self._watched if wk[0] == name and wk[1] in keys]:
+                    self._touch(watched)
+        if bucket is None:
+            self._buckets = {}
+            self._indexes = {}
+            self._wheel.clear()
+        else:
+            del self._buckets[bucket]
+            self._indexes.pop(bucket, None)
+            wheel = self._wheel
+            for stored in dropped[bucket].values():
+                if isinstance(stored, _Expiring):
+                    wheel.remove(stored)
+        self._keys -= removed
+        return removed
+
+    def rollback(self, journal: OpJournal) -> None:
+        """Take back every change noted in ``journal``, newest first, then clear it."""
+        for entry in reversed(journal.undo):
+            if isinstance(entry, FlushUndo):
+                self._restore_buckets(entry.buckets)
+            elif entry.value is None:
+                self._delete(entry.bucket, entry.key)
+            else:
+                self._store(entry.bucket, entry.key, entry.value, entry.expire_at_ms)
+        journal.clear()
+
+    # -- expiry ------------------------------------------------------------------------------
+
+    def expire_due(
+        self, now_ms: int, journal: OpJournal | None, limit: int = DEFAULT_EXPIRE_BATCH
+    ) -> list[tuple[bytes, bytes]]:
+        """Remove up to ``limit`` keys whose deadline is at or before ``now_ms``, in deadline
+        order, each journaled as ``Remove`` (in groups of up to ``EXPIRE_GROUP_BYTES`` of key
+        names); return their (bucket, key)."""
+        due = self._wheel.poll(now_ms)
+        if len(due) > limit:
+            # Not now: back into the wheel, where a past deadline waits as pending and comes
+            # out first, in deadline order, at the next call.
+            for record in due[limit:]:
+                self._wheel.insert(record, record._wheel_tick)
+            del due[limit:]
+        self._examined += len(due)
+        self._expired_by_timer += len(due)
+        expired = []
+        group_bytes = 0
+        for record in due:
+            bucket, key = record.bucket, record.key
+            assert self._buckets[bucket][key] is record, f"stale wheel entry {bucket!r} {key!r}"
+            if journal is not None:
+                journal.undo.append(KeyUndo(bucket, key, record.value, record._wheel_tick))
+                journal.add(Remove(bucket, key))
+                group_bytes += len(bucket) + len(key)
+                if group_bytes >= EXPIRE_GROUP_BYTES:
+                    journal.close_group()
+                    group_bytes = 0
+            self._drop(bucket, key)  # poll already took the record out of the wheel
+            expired.append((bucket, key))
+        if journal is not None:
+            journal.close_group()
+        return expired
+
+    def next_expiry_ms(self) -> int | None:
+        """When ``expire_due`` next has work (a lower bound on the earliest deadline), or None."""
+        return self._wheel.poll_at()
+
+    # -- WATCH -------------------------------------------------------------------------------
+
+    def watch(self, bucket: bytes, keys: Iterable[bytes], into: Watch | None = None) -> Watch:
+        """Register a watch on ``keys`` of ``bucket`` (adding to ``into`` if given)."""
+        handle = into if into is not None else Watch()
+        for key in keys:
+            pair = (bucket, key)
+            handle.keys.add(pair)
+            self._watched.setdefault(pair, set()).add(handle)
+        return handle
+
+    def unwatch(self, handle: Watch) -> None:
+        """Forget ``handle``'s keys (UNWATCH, EXEC, DISCARD, a closed connection)."""
+        for pair in handle.keys:
+            watchers = self._watched.get(pair)
+            if watchers is not None:
+                watchers.discard(handle)
+                if not watchers:
+                    del self._watched[pair]
+        handle.keys.clear()
+
+    # -- replay ------------------------------------------------------------------------------
+
+    def apply_ops(self, ops: Iterable[Op], now_ms: int) -> None:
+        """Apply logged ops (recovery, a replica) as the effects they are, without journaling.
+
+        A key whose deadline has passed by ``now_ms`` is never served (reads check deadlines),
+        and ``purge_expired`` drops every such key once the whole log is in. It must not be
+        dropped earlier, op by op: ``Put(k, v, at)`` followed in a later record by
+        ``Expire(k, None)`` (a PERSIST made before ``at``) leaves ``k`` alive for good, and the
+        PERSIST needs the value the Put brought.
+        """
+        self.sync_clock(now_ms)
+        for op in ops:
+            if isinstance(op, Put):
+                self._store(op.bucket, op.key, op.value, op.expire_at_ms)
+            elif isinstance(op, Remove):
+                self.remove(op.bucket, op.key, None)
+            elif isinstance(op, Expire):
+                state = self._state_of(op.bucket, op.key)
+                if state.value is not None:
+                    self._store(op.bucket, op.key, state.value, op.expire_at_ms)
+            else:
+                self.flush(op.bucket, None)
+
+    def purge_expired(self, now_ms: int) -> int:
+        """Drop, without journaling, every key due by ``now_ms`` (after a replay: the log
+        already implies their expiry, and replaying it again drops them again)."""
+        due = self._wheel.poll(now_ms)
+        for record in due:
+            self._drop(record.bucket, record.key)
+        return len(due)
+
+    def sync_clock(self, now_ms: int) -> None:
+        """Note the time, so that a deadline filed into an empty wheel is filed relative to
+        now (an empty wheel may still stand where it stopped long ago)."""
+        self._clock_ms = now_ms
+
+    # -- statistics --------------------------------------------------------------------------
+
+    def statistics(self) -> KeyspaceStatistics:
+        return KeyspaceStatistics(
+            buckets=len(self._buckets),
+            keys=self._keys,
+            keys_with_expiry=len(self._wheel),
+            expired_lazily=self._expired_lazily,
+            expired_by_timer=self._expired_by_timer,
+            expiry_examined=self._examined,
+            scan_indexes=len(self._indexes),
+            watched_keys=len(self._watched),
+        )
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _live(
+        self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
+    ) -> Stored | None:
+        found = self._buckets.get(bucket)
+        if found is None:
+            return None
+        stored = found.get(key)
+        if stored is None or isinstance(stored, bytes):
+            return stored
+        if stored._wheel_tick > now_ms:
+            return stored
+        self._expire(bucket, key, journal)
+        return None
+
+    def _expire(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> None:
+        self._expired_lazily += 1
+        self.remove(bucket, key, journal)
+
+    def _state_of(self, bucket: bytes, key: bytes) -> KeyUndo:
+        found = self._buckets.get(bucket)
+        stored = found.get(key) if found else None
+        if stored is None or isinstance(stored, bytes):
+            return KeyUndo(bucket, key, stored, None)
+        return KeyUndo(bucket, key, stored.value, stored._wheel_tick)
+
+    def _store(self, name: bytes, key: bytes, value: bytes, expire_at_ms: int | None) -> None:
+        """Set a key's value and deadline, keeping the wheel, the index and watches in step."""
+        bucket = self._buckets.get(name)
+        if bucket is None:
+            bucket = self._buckets[name] = {}
+        old = bucket.get(key)
+        if isinstance(old, _Expiring):
+            record: _Expiring = old
+            if expire_at_ms is None:
+                self._wheel.remove(record)
+                bucket[key] = value
+            else:
+                record.value = value
+                if record._wheel_tick != expire_at_ms:
+                    self._wheel.reset(record, expire_at_ms)
+        elif expire_at_ms is None:
+            bucket[key] = value
+        else:
+            record = _Expiring(name, key, value)
+            if not self._wheel:
+                self._wheel.poll(self._clock_ms)
+            self._wheel.insert(record, expire_at_ms)
+            bucket[key] = record
+        if old is None:
+            self._keys += 1
+            index = self._indexes.get(name)
+            if index is not None:
+                index.insert(key)
+        if self._watched:
+            self._touch((name, key))
+
+    def _delete(self, name: bytes, key: bytes) -> None:
+        old = self._buckets[name][key]
+        if isinstance(old, _Expiring):
+            self._wheel.remove(old)
+        self._drop(name, key)
+
+    def _drop(self, name: bytes, key: bytes) -> None:
+        """Forget a key whose record (if any) is already out of the wheel."""
+        bucket = self._buckets[name]
+        del bucket[key]
+        self._keys -= 1
+        index = self._indexes.get(name)
+        if index is not None:
+            index.remove(key)
+        if not bucket:
+            del self._buckets[name]
+            self._indexes.pop(name, None)
+        if self._watched:
+            self._touch((name, key))
+
+    def _restore_buckets(self, dropped: dict[bytes, dict[bytes, Stored]]) -> None:
+        for name, bucket in dropped.items():
+            assert name not in self._buckets, f"bucket {name!r} reappeared before its undo"
+            self._buckets[name] = bucket
+            self._keys += len(bucket)
+            for stored in bucket.values():
+                if isinstance(stored, _Expiring):
+                    self._wheel.insert(stored, stored._wheel_tick)
+
+    def _index(self, bucket: bytes) -> ScanIndex | None:
+        found = self._buckets.get(bucket)
+        if not found:
+            return None
+        index = self._indexes.get(bucket)
+        if index is None:
+            index = self._indexes[bucket] = ScanIndex(found)
+        return index
+
+    def _touch(self, pair: tuple[bytes, bytes]) -> None:
+        watchers = self._watched.get(pair)
+        if watchers:
+            for handle in watchers:
+                handle.dirty = True
