@@ -229,8 +229,8 @@ class CrashFS(FileSystem):
         names = dict(self._durable_names)
         for kind, a, b in self._dir_ops:
             applied = self._rng.random() < 0.5
-            self.report.append(f"{kind} {a} {b if isinstance(b, str) else ''}: "
-                               + ("kept" if applied else "lost"))
+            what = f"{kind} {a} -> {b}" if kind == "rename" else f"{kind} {a}"
+            self.report.append(f"{what}: {'kept' if applied else 'lost'}")
             if not applied:
                 continue
             if kind == "link":
