@@ -50,7 +50,7 @@ DEFAULT_SEEDS = 6
 BEYOND_SEEDS_DIVISOR = 4
 """The harsher damage model runs a quarter as many seeds: it only checks for wrong values."""
 BEYOND_SEED_BASE = 100
-SEEDS = int(os.environ.get("MINIDB_CRASH_SEEDS", DEFAULT_SEEDS))
+SEEDS = max(1, int(os.environ.get("MINIDB_CRASH_SEEDS", DEFAULT_SEEDS)))
 SECONDS_PER_SEED = 15
 """Timeout budget per seed of the sweep (about 2 s each on a quiet core), for long runs."""
 KEYS = [(bucket, b"k%d" % i) for bucket in (b"a", b"b") for i in range(6)]
