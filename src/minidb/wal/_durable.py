@@ -49,6 +49,7 @@ from minidb.wal._files import (
     write_atomically,
 )
 from minidb.wal._format import FILE_HEADER_SIZE, encode_record
+from minidb.wal._fs import active
 from minidb.wal._manifest import Manifest
 from minidb.wal._recovery import FileReport, Recovery
 from minidb.wal._writer import SegmentWriter
@@ -132,7 +133,7 @@ class DurableLog:
         ``replay()`` is iterated; ``WalError`` if another process has the directory open.
         """
         directory = os.fspath(data_dir)
-        os.makedirs(directory, exist_ok=True)
+        active().makedirs(directory)
         lock_fd = lock_dir(directory)
         log = cls(
             directory, lock_fd, checkpoint_bytes=checkpoint_bytes, segment_bytes=segment_bytes
@@ -323,7 +324,7 @@ class DurableLog:
             self._writer.close()
             self._writer = None
         if self._lock_fd >= 0:
-            os.close(self._lock_fd)
+            active().close(self._lock_fd)
             self._lock_fd = -1
         self._state = _State.CLOSED
 

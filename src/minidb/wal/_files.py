@@ -1,8 +1,10 @@
 """The data directory on disk: file names, listing, reading, atomic replacement, the lock.
 
 With ``_writer`` this is where the log touches the file system; everything it reads is handed to
-the pure decoders as a buffer. Directory fsyncs live here because a created or renamed file is
-not durable until its directory entry is (the ALICE study found most crash bugs right there).
+the pure decoders as a buffer. Directory fsyncs are issued here because a created or renamed
+file is not durable until its directory entry is (the ALICE study found most crash bugs right
+there). Every call that changes or syncs a file goes through ``_fs.active()``, the seam the
+power-loss simulator (``minidb.wal.testing``) replaces; reads use the real files.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from minidb.errors import WalError
+from minidb.wal._fs import active
 
 MANIFEST_NAME = "MANIFEST"
 LOCK_NAME = "LOCK"
@@ -78,31 +81,15 @@ def mapped(path: str) -> Iterator[bytes]:
             yield m  # type: ignore[misc]  # mmap supports the buffer protocol the decoders use
 
 
-def fsync_dir(directory: str) -> None:
-    """Make the directory's entries (created, renamed, removed files) durable."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """``os.write`` until every byte is written; a short write is not an error by itself."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
-
-
 def write_atomically(directory: str, name: str, chunks: Iterable[bytes]) -> int:
     """Replace ``name`` with ``chunks``: temp file, fsync, rename, fsync the directory.
 
     Returns the bytes written. Readers see the old file or the new one, never a mixture, even
     across a crash. A failure removes the temp file and raises the ``OSError``.
     """
+    fs = active()
     tmp = os.path.join(directory, name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     total = 0
     try:
         pending: list[bytes] = []
@@ -111,32 +98,33 @@ def write_atomically(directory: str, name: str, chunks: Iterable[bytes]) -> int:
             pending.append(chunk)
             pending_bytes += len(chunk)
             if pending_bytes >= WRITE_CHUNK_BYTES:
-                write_all(fd, b"".join(pending))
+                fs.write_all(fd, b"".join(pending))
                 total += pending_bytes
                 pending, pending_bytes = [], 0
-        write_all(fd, b"".join(pending))
+        fs.write_all(fd, b"".join(pending))
         total += pending_bytes
-        os.fsync(fd)
+        fs.fsync(fd)
     except BaseException:
-        os.close(fd)
+        fs.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            fs.unlink(tmp)
         raise
-    os.close(fd)
-    os.rename(tmp, os.path.join(directory, name))
-    fsync_dir(directory)
+    fs.close(fd)
+    fs.rename(tmp, os.path.join(directory, name))
+    fs.fsync_dir(directory)
     return total
 
 
 def remove(directory: str, names: Iterable[str]) -> None:
     """Delete files that are no longer part of the log, then make the deletions durable."""
+    fs = active()
     removed = False
     for name in names:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(directory, name))
+            fs.unlink(os.path.join(directory, name))
             removed = True
     if removed:
-        fsync_dir(directory)
+        fs.fsync_dir(directory)
 
 
 def lock_dir(directory: str) -> int:
@@ -145,10 +133,11 @@ def lock_dir(directory: str) -> int:
     Two processes appending to one log would interleave records; the kernel drops the lock when
     the holder dies, so a ``kill -9`` never leaves a stale lock behind.
     """
-    fd = os.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+    fs = active()
+    fd = fs.open(os.path.join(directory, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        os.close(fd)
+        fs.close(fd)
         raise WalError("data dir is in use by another process", path=directory) from None
     return fd

@@ -81,7 +81,9 @@ class RecordReader:
                 self._damaged(pos, f"record length {length} out of range")
             known = _TYPES.get(rtype)
             if known is None:
-                self._damaged(pos, f"unknown record type {rtype}")
+                # The type is the header's last byte: zero there and after is a header whose
+                # sector was not written while the file's size was (zeros from inside it).
+                self._damaged(pos, f"unknown record type {rtype}", pos + RECORD_HEADER_SIZE - 1)
             end = pos + RECORD_HEADER_SIZE + length
             if end > size:
                 raise Malformed(
@@ -101,9 +103,10 @@ class RecordReader:
             self.good_offset = pos
             self.count += 1
 
-    def _damaged(self, pos: int, reason: str) -> NoReturn:
-        # Zero-filled space is what a file system leaves when it extended a file before a crash.
-        if _all_zero(self._buf, pos):
+    def _damaged(self, pos: int, reason: str, zeros_from: int | None = None) -> NoReturn:
+        # Zero-filled space is what a file system leaves when it extended a file before a crash;
+        # it may begin inside the record (``zeros_from``) when the header was torn at a sector.
+        if _all_zero(self._buf, pos if zeros_from is None else zeros_from):
             raise Malformed("zero-filled tail", offset=pos, torn=True)
         raise Malformed(reason, offset=pos)
 
@@ -111,9 +114,14 @@ class RecordReader:
 def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Record]]:
     """The reader and the DATA records of a log segment whose header is checked against ``base``.
 
-    Raises ``Malformed`` for a bad header (torn if the file is shorter than one), an END record
-    (segments have none), or whatever the reader finds.
+    Raises ``Malformed`` for a bad header (torn if the file is shorter than one or all zero
+    bytes), an END record (segments have none), or whatever the reader finds.
     """
+    if len(buf) >= FILE_HEADER_SIZE and _all_zero(buf, 0):
+        # The header is fsynced before any record is written, so a segment holding nothing but
+        # zeros is one whose creation was cut short on a file system that extended the file
+        # before writing it (its size reached the disk, its header did not): no records.
+        raise Malformed("zero-filled segment", offset=0, torn=True)
     header = decode_header(buf, FileKind.SEGMENT)
     if header.base != base:
         raise Malformed(
