@@ -234,7 +234,7 @@ def test_serve_creates_missing_data_dir(serve: ServeFactory, tmp_path: object) -
     assert target.is_dir()
 
 
-def test_serve_busy_port_fails_to_start() -> None:
+def test_serve_busy_port_fails_to_start(tmp_path: object) -> None:
     """A port already in use makes the server exit non-zero with a message."""
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -242,7 +242,7 @@ def test_serve_busy_port_fails_to_start() -> None:
         port = taken.getsockname()[1]
         result = subprocess.run(
             [sys.executable, "-m", "minidb", "serve", "--port", str(port), "--data-dir",
-             "/tmp/minidb-test-unused"],
+             str(tmp_path)],
             capture_output=True, text=True, timeout=IO_TIMEOUT_S,
         )
     assert result.returncode == 1
