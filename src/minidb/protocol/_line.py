@@ -251,6 +251,10 @@ class RequestDecoder:
         self._buffer = lines.pop()
         return [parse_request(line) for line in lines]
 
+    def has_request(self) -> bool:
+        """Whether a complete request is waiting to be taken."""
+        return b"\n" in self._buffer
+
     def feed(self, data: bytes) -> list[Request]:
         """``receive`` then every request completed (for callers that need no bound)."""
         self.receive(data)

@@ -6,7 +6,7 @@ group, writes it to its ``CommitLog`` and syncs once before any reply of the gro
 
 from minidb.store._actor import BATCH_SIZE_BOUNDS, OwnerStatistics, StoreOwner
 from minidb.store._log import CommitLog, MemoryLog, NullLog
-from minidb.store._mailbox import Batch, Mailbox, ReplySink
+from minidb.store._mailbox import Batch, Mailbox, ReplySink, RoomWaiter
 from minidb.store._state import Journal, StoreState, StoreStatistics
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "NullLog",
     "OwnerStatistics",
     "ReplySink",
+    "RoomWaiter",
     "StoreOwner",
     "StoreState",
     "StoreStatistics",
