@@ -153,8 +153,8 @@ def test_connection_in_flight_bound_pauses_reading_and_takes_on_flush(
 
 
 def test_connection_quiet_client_gets_room_before_flooders(loop: RecordingLoop) -> None:
-    """Room freed in the mailbox goes first to a connection with nothing in flight, then round
-    robin to flooders, each up to its in-flight bound."""
+    """Room freed in the mailbox goes first to connections waiting with a fresh read, then
+    round robin to the leftovers of floods, each up to its in-flight bound."""
     owner = StoreOwner(StoreState(), MemoryLog(), mailbox=4)
     hub = Hub(ServerConfig(max_in_flight=4), owner)
     conns = []
@@ -164,7 +164,7 @@ def test_connection_quiet_client_gets_room_before_flooders(loop: RecordingLoop) 
         conns.append(conn)
     flood_a, flood_b, quiet = conns
     flood_a.data_received(b"GET b a\n" * 8)  # 4 in, 4 waiting (busy: has requests in flight)
-    flood_b.data_received(b"GET b b\n" * 8)  # waits (nothing in flight: queued as quiet)
+    flood_b.data_received(b"GET b b\n" * 8)  # waits (a fresh read: queued as quiet)
     quiet.data_received(b"GET b q\n")  # waits, behind flood_b only
     assert [len(b.requests) for b in owner.mailbox._batches] == [4]
     owner.commit(owner.mailbox.take(100))  # a's replies written; room handed out in order
@@ -172,6 +172,25 @@ def test_connection_quiet_client_gets_room_before_flooders(loop: RecordingLoop) 
     assert order == [(flood_b, 4)]
     owner.commit(owner.mailbox.take(100))
     assert [(b.sink, len(b.requests)) for b in owner.mailbox._batches] == [(quiet, 1), (flood_a, 3)]
+    assert hub.shed == 0
+
+
+def test_connection_flood_leaves_the_quiet_reserve_free(loop: RecordingLoop) -> None:
+    """A flood's leftovers fill the mailbox only up to its quiet reserve, so a client sending
+    one request is admitted at once while the flood waits."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=16)  # reserve: 2
+    hub = Hub(ServerConfig(max_in_flight=8), owner)
+    floods = [LineConnection(hub, loop) for _ in range(2)]
+    calm = LineConnection(hub, loop)
+    for conn in (*floods, calm):
+        conn.connection_made(FakeTransport())
+    for conn in floods:
+        conn.data_received(b"GET b a\n" * 100)  # fresh reads: 8 each (their bound), full
+    assert len(owner.mailbox) == 16
+    owner.commit(owner.mailbox.take(100))  # answered; the leftovers refill, up to 16 - 2
+    assert [len(b.requests) for b in owner.mailbox._batches] == [8, 6]
+    calm.data_received(b"GET b q\n")
+    assert owner.mailbox._batches[-1].sink is calm and len(owner.mailbox) == 15
     assert hub.shed == 0
 
 

@@ -203,17 +203,20 @@ class Connection(asyncio.Protocol):
         """Send complete requests from the decoder to the owner while this connection may
         have more in flight and the mailbox has room for it; read again once none is left."""
         decoder = self._decoder
+        # Requests from a fresh read are quiet (the client is within its share); what is left
+        # over from a read that did not fit is a flood's, and may not take the quiet reserve.
+        quiet = not self._backlog
         while not self._closed:
             allowed = self._max_in_flight - self._in_flight
             if allowed <= 0 or self._output_paused:
                 self._backlog = True
                 break
-            room = self._mailbox.room_for(self)
+            room = self._mailbox.room_for(self, quiet=quiet)
             if room <= 0:
                 self._backlog = decoder.has_request()
                 if not self._backlog:
                     break  # only part of a line: nothing to queue for yet
-                if not self._room_wait_expired():
+                if not self._room_wait_expired(quiet):
                     break
                 # Waited --request-timeout for room: genuine overload, answer ERR busy. All
                 # of the backlog was read before the wait began (nothing is read meanwhile).
@@ -232,6 +235,7 @@ class Connection(asyncio.Protocol):
             if len(requests) < limit:
                 self._backlog = False
                 break
+            quiet = False
         self._set_reading()
 
     def _send(self, requests: list[Request]) -> None:
@@ -267,7 +271,7 @@ class Connection(asyncio.Protocol):
         self._hub.count_refused(batch, "shed")
         self._write_answered()
 
-    def _room_wait_expired(self) -> bool:
+    def _room_wait_expired(self, quiet: bool) -> bool:
         """Queue for mailbox room (again); True once this wait has lasted the request
         timeout."""
         now = self._loop.time()
@@ -279,7 +283,7 @@ class Connection(asyncio.Protocol):
                 )
         elif now >= self._room_since + self._request_timeout_s:
             return True
-        self._mailbox.wait_room(self, quiet=self._in_flight == 0)
+        self._mailbox.wait_room(self, quiet=quiet)
         return False
 
     def room_available(self) -> None:

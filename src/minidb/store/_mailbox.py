@@ -5,17 +5,19 @@ in flight); the owner takes everything waiting per wakeup (up to a bound). Capac
 in requests rather than messages because requests are what costs the owner time: a mailbox of
 4096 holds 4096 requests whether they came as one pipelined burst or from 4096 connections.
 
-A sender never blocks and is never refused for lack of room: ``room_for(sender)`` says how many
-requests it may put now, and a sender that gets 0 queues for room with ``wait_room`` and stops
-reading its client (backpressure) until ``room_available()`` is called on it. Theory of
-operation of the room queue, which is what shares the owner fairly:
+A sender never blocks and is never refused for lack of room: ``room_for(sender, quiet=...)``
+says how many requests it may put now, and a sender that gets 0 queues for room with
+``wait_room`` and stops reading its client (backpressure) until ``room_available()`` is called
+on it. Theory of operation, which is what shares the owner fairly:
 
-- while anyone waits, ``room_for`` is 0 for everyone else, so a newcomer cannot overtake the
-  queue; room the owner frees by taking batches is handed out there and then, in queue order,
-  so between calls either nobody waits or the mailbox is full;
-- the queue is two FIFOs: senders with nothing in flight (a quiet client's one request) are
-  served before senders that already have requests queued (a flood), so a quiet client waits
-  for at most one owner wakeup however many connections flood;
+- senders are *quiet* (requests from a fresh read: a client within its share, such as one
+  request at a time or a short pipeline) or *busy* (requests left over from a read that did not
+  fit: a flood). The last ``capacity // QUIET_RESERVE_FRACTION`` places are reserved for quiet
+  senders: a flood refilling the mailbox right after each owner wakeup cannot take them, so a
+  quiet client's request still goes into the very next group;
+- while anyone waits, ``room_for`` is 0 for newcomers of the same class or lower, so nobody
+  overtakes the queue; room the owner frees by taking batches is handed out there and then, in
+  queue order, quiet waiters first, so between calls either nobody waits or there is no room;
 - each sender served takes what it may have in flight (its own bound), and queues again at the
   back for the rest: round robin with a quantum of one connection's in-flight bound.
 """
@@ -28,6 +30,9 @@ from typing import Protocol
 
 from minidb.errors import UnavailableError
 from minidb.protocol import Request
+
+QUIET_RESERVE_FRACTION = 8
+"""1/8 of the mailbox (512 of the default 4096 requests) is kept for quiet senders."""
 
 
 class ReplySink(Protocol):
@@ -64,6 +69,8 @@ class Mailbox:
         if capacity < 1:
             raise ValueError("mailbox capacity must be at least 1")
         self.capacity = capacity
+        self.reserve = capacity // QUIET_RESERVE_FRACTION
+        """Places only quiet senders may fill."""
         self._batches: deque[Batch] = deque()
         self._queued = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -87,17 +94,20 @@ class Mailbox:
         """How many more requests fit right now."""
         return self.capacity - self._queued
 
-    def room_for(self, sender: object) -> int:
-        """How many requests ``sender`` may put now: 0 while others queue for room ahead of it.
-        Once closed, at least 1, so that senders learn it from ``put_nowait``."""
+    def room_for(self, sender: object, *, quiet: bool) -> int:
+        """How many requests ``sender`` may put now (may be negative: none): nothing while
+        others queue for room ahead of it. Once closed, at least 1, so that senders learn it
+        from ``put_nowait``."""
         if self._closed:
             return max(1, self.capacity - self._queued)
-        if (self._quiet or self._busy) and sender is not self._serving:
+        if sender is not self._serving and (self._quiet or (self._busy and not quiet)):
             return 0
-        return self.capacity - self._queued
+        if quiet:
+            return self.capacity - self._queued
+        return self.capacity - self.reserve - self._queued
 
     def wait_room(self, sender: RoomWaiter, *, quiet: bool) -> None:
-        """Queue ``sender`` for room; ``quiet`` (nothing in flight) goes ahead of the rest."""
+        """Queue ``sender`` for room; ``quiet`` ones are served first."""
         (self._quiet if quiet else self._busy)[sender] = None
 
     def forget(self, sender: RoomWaiter) -> None:
@@ -117,8 +127,15 @@ class Mailbox:
             return
         self._handing_out = True
         try:
-            while (self._quiet or self._busy) and (self._closed or self._queued < self.capacity):
-                queue = self._quiet or self._busy
+            while True:
+                if self._quiet and (self._closed or self._queued < self.capacity):
+                    queue = self._quiet
+                elif self._busy and (
+                    self._closed or self._queued < self.capacity - self.reserve
+                ):
+                    queue = self._busy
+                else:
+                    break
                 sender = next(iter(queue))
                 del queue[sender]
                 self._serving = sender
