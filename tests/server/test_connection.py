@@ -204,7 +204,7 @@ def test_connection_decoder_error_drops_only_that_connection(
         def receive(self, data: bytes) -> None:
             raise RuntimeError("decoder bug")
 
-    conn, transport, owner = _connection(loop)
+    conn, transport, _ = _connection(loop)
     conn._decoder = Broken()
     with caplog.at_level("ERROR", logger="minidb.server"):
         conn.data_received(b"GET b k\n")
