@@ -112,3 +112,20 @@ def test_limits_non_readers_cannot_make_the_server_buffer_without_bound(
     grown_mb = (after - before) / 2**20
     print(f"RSS {before / 2**20:.0f} MB -> {after / 2**20:.0f} MB")
     assert grown_mb < RSS_SLACK_MB, f"server grew {grown_mb:.0f} MB"
+
+
+def test_limits_shutdown_aborts_undrainable_connections_after_grace(serve: ServeFactory) -> None:
+    """On SIGTERM a connection whose replies cannot drain (its client does not read) does not
+    hold the shutdown past --grace: it is aborted and the server exits 0."""
+    server = serve("--grace", "1")
+    _preload_scan_bucket(server)
+    flood = _non_reader(server.port, b"SCAN b 0 1000\n" * 200)
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.terminate()
+        assert server.wait() == 0
+        assert time.monotonic() - started < 1 + IO_TIMEOUT_S / 2
+    finally:
+        flood.close()
+    assert "dropped_connections=1" in server.stderr()

@@ -118,7 +118,7 @@ def test_serve_burst_against_tiny_mailbox_waits_instead_of_shedding(serve: Serve
 def test_serve_quiet_client_is_served_while_others_flood(serve: ServeFactory) -> None:
     """With a small mailbox and eight connections pipelining thousands of writes, a client
     doing one request at a time is never answered ERR busy."""
-    server = serve("--mailbox", "64", "--max-in-flight", "32")
+    server = serve("--mailbox", "64")
     floods = [server.client() for _ in range(8)]
     burst = b"".join(b"SET b k%d v\n" % i for i in range(3000))
     for conn in floods:
