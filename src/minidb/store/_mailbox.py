@@ -49,7 +49,8 @@ class RoomWaiter(Protocol):
 
 
 class Batch:
-    """Requests from one read of one connection, and (once answered) their replies in order."""
+    """Requests one connection sent together (at most its in-flight bound), and (once
+    answered) their replies in order."""
 
     __slots__ = ("deadline", "replies", "requests", "sink")
 
