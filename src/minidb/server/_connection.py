@@ -211,7 +211,7 @@ class Connection(asyncio.Protocol):
             if allowed <= 0 or self._output_paused:
                 self._backlog = True
                 break
-            room = self._mailbox.room_for(self, quiet=quiet)
+            room = self._mailbox.room_for(self, quiet)
             if room <= 0:
                 self._backlog = decoder.has_request()
                 if not self._backlog:
@@ -236,7 +236,8 @@ class Connection(asyncio.Protocol):
                 self._backlog = False
                 break
             quiet = False
-        self._set_reading()
+        if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
+            self._set_reading()
 
     def _send(self, requests: list[Request]) -> None:
         loop = self._loop

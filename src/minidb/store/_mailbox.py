@@ -95,7 +95,7 @@ class Mailbox:
         """How many more requests fit right now."""
         return self.capacity - self._queued
 
-    def room_for(self, sender: object, *, quiet: bool) -> int:
+    def room_for(self, sender: object, quiet: bool) -> int:
         """How many requests ``sender`` may put now (may be negative: none): nothing while
         others queue for room ahead of it. Once closed, at least 1, so that senders learn it
         from ``put_nowait``."""
@@ -174,7 +174,8 @@ class Mailbox:
             count += len(batch.requests)
             taken.append(batch)
         self._queued -= count
-        self._hand_out()
+        if self._quiet or self._busy:
+            self._hand_out()
         return taken
 
     def take(self, limit: int) -> list[Batch]:
@@ -188,7 +189,7 @@ class Mailbox:
             count += len(batch.requests)
             taken.append(batch)
         self._queued -= count
-        if taken:
+        if taken and (self._quiet or self._busy):
             self._hand_out()
         return taken
 
@@ -205,5 +206,6 @@ class Mailbox:
         taken = list(self._batches)
         self._batches.clear()
         self._queued = 0
-        self._hand_out()
+        if self._quiet or self._busy:
+            self._hand_out()
         return taken
