@@ -194,6 +194,24 @@ def test_connection_flood_leaves_the_quiet_reserve_free(loop: RecordingLoop) -> 
     assert hub.shed == 0
 
 
+def test_connection_fresh_read_queued_for_room_keeps_its_claim_on_the_reserve(
+    loop: RecordingLoop,
+) -> None:
+    """A quiet client that found even the reserve full is served from the reserve when its
+    turn comes, although the place freed is one floods may not take."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=16)  # reserve: 2
+    hub = Hub(ServerConfig(max_in_flight=14), owner)
+    small, big, calm = (LineConnection(hub, loop) for _ in range(3))
+    for conn in (small, big, calm):
+        conn.connection_made(FakeTransport())
+    small.data_received(b"GET b s\n" * 2)
+    big.data_received(b"GET b b\n" * 14)  # the mailbox is full
+    calm.data_received(b"GET b q\n")  # queues for room, as quiet
+    assert len(owner.mailbox) == 16
+    owner.mailbox.take(2)  # frees only reserve places: 16 - 14
+    assert owner.mailbox._batches[-1].sink is calm
+
+
 def test_connection_decoder_error_drops_only_that_connection(
     loop: RecordingLoop, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -108,6 +108,7 @@ class Connection(asyncio.Protocol):
         self._in_flight = 0
         # The decoder may hold complete requests not taken yet; reading waits while it does.
         self._backlog = False
+        self._fresh = False  # the decoder's requests came from a read not yet taken from
         self._output_paused = False
         self._reading = True
         self._room_since: float | None = None  # when it began waiting for mailbox room
@@ -146,6 +147,7 @@ class Connection(asyncio.Protocol):
             if self._draining:
                 return  # shutting down: what arrives after begin_drain was never received
             self._decoder.receive(data)
+            self._fresh = True
             self._take()
         except Exception as exc:
             self._fail("data_received", exc)
@@ -203,9 +205,10 @@ class Connection(asyncio.Protocol):
         """Send complete requests from the decoder to the owner while this connection may
         have more in flight and the mailbox has room for it; read again once none is left."""
         decoder = self._decoder
-        # Requests from a fresh read are quiet (the client is within its share); what is left
-        # over from a read that did not fit is a flood's, and may not take the quiet reserve.
-        quiet = not self._backlog
+        # The first take from a fresh read is quiet (the client is within its share), also
+        # when it had to queue for room; what is left over from a read that did not fit is a
+        # flood's, and may not take the quiet reserve.
+        quiet = self._fresh
         while not self._closed:
             allowed = self._max_in_flight - self._in_flight
             if allowed <= 0 or self._output_paused:
@@ -235,7 +238,7 @@ class Connection(asyncio.Protocol):
             if len(requests) < limit:
                 self._backlog = False
                 break
-            quiet = False
+            quiet = self._fresh = False
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
             self._set_reading()
 
