@@ -227,7 +227,8 @@ def test_serve_metrics_endpoint_reports_requests(serve: ServeFactory) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--port", "nope"], ["--mailbox", "0"], ["--idle-timeout", "-1"], ["--bogus"]],
+    [["--port", "nope"], ["--mailbox", "0"], ["--idle-timeout", "-1"], ["--bogus"],
+     ["--max-in-flight", "0"], ["--output-soft-limit", "2048", "--output-hard-limit", "1024"]],
 )
 def test_serve_bad_options_exit_2_with_one_line(args: list[str]) -> None:
     """Bad options exit 2 with a one-line message on stderr."""
