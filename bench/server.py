@@ -155,6 +155,18 @@ class _NullTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         pass
 
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
     def get_extra_info(self, name: str, default: object = None) -> object:
         return ("127.0.0.1", 0) if name == "peername" else default
 

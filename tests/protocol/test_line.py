@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minidb.protocol import (
+    MAX_ECHO_CHARS,
     MAX_LINE_BYTES,
     MAX_VALUE_BYTES,
     Delete,
@@ -188,3 +189,50 @@ def test_parse_request_fast_path_agrees_with_full_parser(tokens: list[bytes], se
 
     line = sep.join(tokens) if sep else b" ".join(tokens) + b" "
     assert parse_request(line) == _parse_request_fully(line)
+
+
+@pytest.mark.parametrize("digits", [4301, 5000, MAX_LINE_BYTES - 20])
+def test_parse_request_huge_count_is_refused_before_conversion(digits: int) -> None:
+    """A SCAN count of thousands of digits (int() would raise past 4300) gets its ERR,
+    with the echoed token cut short."""
+    request = parse_request(b"SCAN a 0 " + b"9" * digits)
+    assert isinstance(request, Invalid)
+    assert request.reason.startswith("invalid count 999")
+    assert len(request.reason) <= len("invalid count ") + MAX_ECHO_CHARS + 3
+
+
+def test_parse_request_count_with_leading_zeros_still_parses() -> None:
+    """Leading zeros do not count against the count's length bound."""
+    assert parse_request(b"SCAN a 0 " + b"0" * 5000 + b"7") == Scan(b"a", b"0", 7)
+    assert parse_request(b"SCAN a 0 0001001") == Invalid("invalid count 0001001")
+
+
+def test_parse_request_long_tokens_are_echoed_bounded() -> None:
+    """Names, cursors and verbs quoted in an ERR are cut to MAX_ECHO_CHARS."""
+    long = b"x!" * 2000
+    for line in (b"GET " + long + b" k", b"SCAN a +" + long + b" 1", long):
+        request = parse_request(line)
+        assert isinstance(request, Invalid) and request.reason.endswith("...")
+        assert len(request.reason) < 20 + MAX_ECHO_CHARS + 3
+
+
+def test_request_decoder_next_requests_hands_out_at_most_limit() -> None:
+    """Complete lines stay undecoded bytes until asked for, at most ``limit`` at a time."""
+    decoder = RequestDecoder()
+    decoder.receive(b"".join(b"GET b k%d\n" % i for i in range(10)) + b"GET b pa")
+    assert decoder.next_requests(4) == [Get(b"b", b"k%d" % i) for i in range(4)]
+    assert decoder.buffered == len(b"".join(b"GET b k%d\n" % i for i in range(4, 10))) + 8
+    assert decoder.next_requests(4) == [Get(b"b", b"k%d" % i) for i in range(4, 8)]
+    assert decoder.next_requests(4) == [Get(b"b", b"k8"), Get(b"b", b"k9")]
+    assert decoder.next_requests(4) == []
+    decoder.receive(b"rt\n")
+    assert decoder.next_requests(4) == [Get(b"b", b"part")]
+
+
+def test_request_decoder_discard_partial_keeps_complete_lines() -> None:
+    """On shutdown the half line goes, the complete lines not yet taken stay owed."""
+    decoder = RequestDecoder()
+    decoder.receive(b"GET a b\nGET a c\nGET a")
+    decoder.discard_partial()
+    assert decoder.next_requests(10) == [Get(b"a", b"b"), Get(b"a", b"c")]
+    assert decoder.buffered == 0

@@ -24,10 +24,20 @@ class FakeTransport(asyncio.Transport):
         super().__init__()
         self.writes: list[bytes] = []
         self.closed = False
+        self.aborted = False
         self.reading = True
+        self.unsent = 0  # what get_write_buffer_size() reports
+        self.limits: tuple[int, int] | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self.writes.append(bytes(data))
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        assert high is not None and low is not None
+        self.limits = (high, low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.unsent
 
     def close(self) -> None:
         self.closed = True
@@ -36,7 +46,7 @@ class FakeTransport(asyncio.Transport):
         return self.closed
 
     def abort(self) -> None:
-        self.closed = True
+        self.closed = self.aborted = True
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -92,22 +102,189 @@ def test_connection_one_read_is_one_batch_and_one_write(loop: RecordingLoop) -> 
 def test_connection_replies_stay_in_order_when_later_batch_answers_first(
     loop: RecordingLoop,
 ) -> None:
-    """A refused batch answered at once waits behind the older batch still in the mailbox."""
+    """A backlog shed after waiting for room is answered at once, but waits behind the older
+    batch still in the mailbox."""
     conn, transport, owner = _connection(loop, mailbox=2)
     conn.data_received(b"SET b k 1\nSET b k 2\n")
-    conn.data_received(b"GET b k\n")  # mailbox full: ERR busy, but must not overtake
-    assert transport.writes == []
+    conn.data_received(b"GET b k\n")  # mailbox full: waits for room, reading paused
+    assert transport.writes == [] and not transport.reading
+    conn._room_since = loop.time() - 10  # as if it had waited past the request timeout
+    conn._on_request_timeout()
+    assert transport.writes == []  # ERR busy, but must not overtake
     owner.commit([owner.mailbox._batches.popleft()])
     assert transport.writes == [b"OK\nOK\nERR busy\n"]
-    assert conn._hub.shed == 1
+    assert conn._hub.shed == 1 and transport.reading
 
 
-def test_connection_partial_room_accepts_prefix_and_sheds_rest(loop: RecordingLoop) -> None:
-    """When only part of a read fits in the mailbox, the rest is shed, in order."""
+def test_connection_partial_room_sends_prefix_and_queues_the_rest(loop: RecordingLoop) -> None:
+    """When only part of a read fits in the mailbox, the rest waits for room (reading paused)
+    and is sent when the owner takes: nothing is refused."""
     conn, transport, owner = _connection(loop, mailbox=2)
     conn.data_received(b"SET b a 1\nSET b b 2\nSET b c 3\n")
-    owner.commit([owner.mailbox._batches.popleft()])
-    assert transport.writes == [b"OK\nOK\nERR busy\n"]
+    assert len(owner.mailbox) == 2 and not transport.reading
+    first = owner.mailbox.take(10)  # frees room: the rest is handed in there and then
+    assert len(owner.mailbox) == 1
+    owner.commit(first)
+    owner.commit(owner.mailbox.take(10))
+    assert transport.writes == [b"OK\nOK\n", b"OK\n"]
+    assert conn._hub.shed == 0 and transport.reading
+
+
+def test_connection_in_flight_bound_pauses_reading_and_takes_on_flush(
+    loop: RecordingLoop,
+) -> None:
+    """Beyond --max-in-flight a connection takes no more requests from its read and stops
+    reading; every flush of replies takes the next ones, and reading resumes at the end."""
+    conn, transport, owner = _connection(loop, max_in_flight=4)
+    conn.data_received(b"".join(b"SET b k%d v\n" % i for i in range(10)) + b"GET b")
+    sizes, reading = [], []
+    while owner.mailbox._batches:
+        reading.append(transport.reading)
+        batches = owner.mailbox.take(100)
+        sizes += [len(b.requests) for b in batches]
+        owner.commit(batches)
+    assert sizes == [4, 4, 2]
+    assert reading == [False, False, True]  # the last two were all that was left
+    assert b"".join(transport.writes) == b"OK\n" * 10
+    assert transport.reading
+    conn.data_received(b" k9\n")
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes[-1] == b"VALUE v\n"
+
+
+def test_connection_quiet_client_gets_room_before_flooders(loop: RecordingLoop) -> None:
+    """Room freed in the mailbox goes first to connections waiting with a fresh read, then
+    round robin to the leftovers of floods, each up to its in-flight bound."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=4)
+    hub = Hub(ServerConfig(max_in_flight=4), owner)
+    conns = []
+    for _ in range(3):
+        conn = LineConnection(hub, loop)
+        conn.connection_made(FakeTransport())
+        conns.append(conn)
+    flood_a, flood_b, quiet = conns
+    flood_a.data_received(b"GET b a\n" * 8)  # 4 in, 4 waiting (busy: has requests in flight)
+    flood_b.data_received(b"GET b b\n" * 8)  # waits (a fresh read: queued as quiet)
+    quiet.data_received(b"GET b q\n")  # waits, behind flood_b only
+    assert [len(b.requests) for b in owner.mailbox._batches] == [4]
+    owner.commit(owner.mailbox.take(100))  # a's replies written; room handed out in order
+    order = [(b.sink, len(b.requests)) for b in owner.mailbox._batches]
+    assert order == [(flood_b, 4)]
+    owner.commit(owner.mailbox.take(100))
+    assert [(b.sink, len(b.requests)) for b in owner.mailbox._batches] == [(quiet, 1), (flood_a, 3)]
+    assert hub.shed == 0
+
+
+def test_connection_flood_leaves_the_quiet_reserve_free(loop: RecordingLoop) -> None:
+    """A flood's leftovers fill the mailbox only up to its quiet reserve, so a client sending
+    one request is admitted at once while the flood waits."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=16)  # reserve: 2
+    hub = Hub(ServerConfig(max_in_flight=8), owner)
+    floods = [LineConnection(hub, loop) for _ in range(2)]
+    calm = LineConnection(hub, loop)
+    for conn in (*floods, calm):
+        conn.connection_made(FakeTransport())
+    for conn in floods:
+        conn.data_received(b"GET b a\n" * 100)  # fresh reads: 8 each (their bound), full
+    assert len(owner.mailbox) == 16
+    owner.commit(owner.mailbox.take(100))  # answered; the leftovers refill, up to 16 - 2
+    assert [len(b.requests) for b in owner.mailbox._batches] == [8, 6]
+    calm.data_received(b"GET b q\n")
+    assert owner.mailbox._batches[-1].sink is calm and len(owner.mailbox) == 15
+    assert hub.shed == 0
+
+
+def test_connection_fresh_read_queued_for_room_keeps_its_claim_on_the_reserve(
+    loop: RecordingLoop,
+) -> None:
+    """A quiet client that found even the reserve full is served from the reserve when its
+    turn comes, although the place freed is one floods may not take."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=16)  # reserve: 2
+    hub = Hub(ServerConfig(max_in_flight=14), owner)
+    small, big, calm = (LineConnection(hub, loop) for _ in range(3))
+    for conn in (small, big, calm):
+        conn.connection_made(FakeTransport())
+    small.data_received(b"GET b s\n" * 2)
+    big.data_received(b"GET b b\n" * 14)  # the mailbox is full
+    calm.data_received(b"GET b q\n")  # queues for room, as quiet
+    assert len(owner.mailbox) == 16
+    owner.mailbox.take(2)  # frees only reserve places: 16 - 14
+    assert owner.mailbox._batches[-1].sink is calm
+
+
+def test_connection_decoder_error_drops_only_that_connection(
+    loop: RecordingLoop, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception from the decoder is logged once with the peer and aborts that connection;
+    it never escapes data_received."""
+
+    class Broken(RequestDecoder):
+        def receive(self, data: bytes) -> None:
+            raise RuntimeError("decoder bug")
+
+    conn, transport, _ = _connection(loop)
+    conn._decoder = Broken()
+    with caplog.at_level("ERROR", logger="minidb.server"):
+        conn.data_received(b"GET b k\n")
+        conn.data_received(b"GET b k\n")
+    assert transport.aborted
+    errors = [r for r in caplog.records if r.getMessage() == "connection_error"]
+    assert len(errors) == 1 and "127.0.0.1:5555" in str(errors[0].__dict__)
+    assert conn._hub.errors == 1
+
+
+def test_connection_flush_error_never_reaches_the_owner(loop: RecordingLoop) -> None:
+    """A connection whose write raises is dropped; the owner's group and the other
+    connections' replies are unaffected."""
+    conn, transport, owner = _connection(loop)
+    other = LineConnection(conn._hub, loop)
+    other_transport = FakeTransport()
+    other.connection_made(other_transport)
+
+    def write(data: object) -> None:
+        raise OSError("write failed")
+
+    transport.write = write  # type: ignore[method-assign]
+    conn.data_received(b"SET b k v\n")
+    other.data_received(b"GET b k\n")
+    owner.commit(owner.mailbox.take(100))  # must not raise
+    assert transport.aborted and conn._hub.errors == 1
+    assert other_transport.writes == [b"VALUE v\n"]
+
+
+def test_connection_idle_with_unsent_output_is_aborted(loop: RecordingLoop) -> None:
+    """An idle connection whose client does not read its replies is aborted, since close()
+    would wait for them to drain forever; one with nothing unsent is closed gracefully."""
+    conn, transport, _ = _connection(loop)
+    transport.unsent = 4096
+    conn._on_idle()
+    assert transport.aborted
+    conn, transport, _ = _connection(loop)
+    conn._on_idle()
+    assert transport.closed and not transport.aborted
+
+
+def test_connection_over_soft_output_limit_takes_no_requests(loop: RecordingLoop) -> None:
+    """Over the soft limit (the transport's high-water mark, which it is given) a connection
+    stops reading and leaves new requests undecoded until the client reads its replies."""
+    conn, transport, owner = _connection(loop, output_soft_limit=1000, output_hard_limit=5000)
+    assert transport.limits == (1000, 250)
+    conn.pause_writing()
+    assert not transport.reading
+    conn.data_received(b"GET b k\n")
+    assert len(owner.mailbox) == 0
+    conn.resume_writing()
+    assert len(owner.mailbox) == 1 and transport.reading
+
+
+def test_connection_over_hard_output_limit_is_dropped(loop: RecordingLoop) -> None:
+    """A connection holding more unsent replies than the hard limit is aborted at once."""
+    conn, transport, owner = _connection(loop, output_soft_limit=1000, output_hard_limit=5000)
+    conn.data_received(b"GET b k\n")
+    conn.pause_writing()
+    transport.unsent = 5001
+    owner.commit(owner.mailbox.take(100))
+    assert transport.aborted and conn._hub.output_dropped == 1
 
 
 def test_connection_idle_deadline_is_rescheduled_not_recreated(loop: RecordingLoop) -> None:
@@ -184,14 +361,14 @@ def test_connection_crash_affects_only_its_own_connection(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A handler that raises loses its own connection; other clients keep being served."""
-    real_feed = RequestDecoder.feed
+    real_receive = RequestDecoder.receive
 
-    def feed(self: RequestDecoder, data: bytes) -> Any:
+    def receive(self: RequestDecoder, data: bytes) -> Any:
         if b"BOOM" in data:
             raise RuntimeError("handler bug")
-        return real_feed(self, data)
+        return real_receive(self, data)
 
-    monkeypatch.setattr(RequestDecoder, "feed", feed)
+    monkeypatch.setattr(RequestDecoder, "receive", receive)
 
     async def body() -> None:
         server = Server(ServerConfig(port=0, data_dir=tmp_path))
@@ -270,3 +447,40 @@ def test_connection_request_timeout_exact_and_write_lands_later(
     assert reply == b"ERR busy\n"
     assert busy_at == pytest.approx(2.0, abs=0.01)
     assert landed_at == pytest.approx(5.0, abs=0.01)
+
+
+def test_connection_room_wait_times_out_exactly_with_err_busy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the owner stuck 5 s per group and --mailbox 1 full, a request that finds no room is
+    not refused at once: it waits, and is answered ERR busy exactly --request-timeout (2 s)
+    after it was sent."""
+    from minidb import _failpoints
+
+    monkeypatch.setattr(_failpoints, "ACTIVE", _failpoints.parse("store.apply=delay(5)"))
+
+    async def body() -> float:
+        loop = asyncio.get_running_loop()
+        server = Server(ServerConfig(port=0, data_dir=tmp_path, mailbox=1))
+        await server.start()
+        assert server.line_address is not None
+        port = server.line_address[1]
+        writers = []
+        for line in (b"SET b a 1\n", b"SET b b 2\n"):  # taken by the owner; fills the mailbox
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(line)
+            writers.append(writer)
+            await asyncio.sleep(0.5)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writers.append(writer)
+        started = loop.time()
+        writer.write(b"SET b c 3\n")
+        assert await reader.readline() == b"ERR busy\n"
+        answered = loop.time() - started
+        for w in writers:
+            w.close()
+        server.request_shutdown()
+        await server.serve()
+        return answered
+
+    assert run_on_virtual_clock(body) == pytest.approx(2.0, abs=0.01)

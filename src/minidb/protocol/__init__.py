@@ -1,7 +1,8 @@
 """minidb.protocol: the line protocol as a sans-IO codec (no sockets, no asyncio).
 
-``RequestDecoder`` turns the bytes of each read into request objects; the reply helpers turn
-results into wire bytes; ``ReplyDecoder`` and ``parse_reply`` are the client's half.
+``RequestDecoder`` turns the bytes of each read into request objects, a bounded number at a
+time; the reply helpers turn results into wire bytes; ``ReplyDecoder`` and ``parse_reply`` are
+the client's half.
 """
 
 from minidb.protocol._line import (
@@ -20,6 +21,7 @@ from minidb.protocol._line import (
     value_reply,
 )
 from minidb.protocol._messages import (
+    MAX_ECHO_CHARS,
     MAX_LINE_BYTES,
     MAX_NAME_CHARS,
     MAX_SCAN_COUNT,
@@ -42,6 +44,7 @@ from minidb.protocol._messages import (
 
 __all__ = [
     "BUSY",
+    "MAX_ECHO_CHARS",
     "MAX_LINE_BYTES",
     "MAX_NAME_CHARS",
     "MAX_SCAN_COUNT",

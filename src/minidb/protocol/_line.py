@@ -1,11 +1,17 @@
 """The line codec, sans-IO: bytes in, requests out; replies in wire form out; and back again.
 
 One request per line (LF or CRLF), one reply per line. ``RequestDecoder`` does the framing for
-a server connection: it is fed whatever one read delivered and returns every request completed
-by it, keeping a partial line for the next read (so a request split across packets is still one
-request, whatever pauses in between). A line longer than ``MAX_LINE_BYTES`` is not buffered
-whole: once it is known to be too long, bytes are dropped up to its newline and the line is
-answered ``ERR line too long`` in its place.
+a server connection: it is fed whatever one read delivered (``receive``) and hands out the
+requests completed so far on demand, at most as many as asked for (``next_requests``), keeping
+the rest as undecoded bytes (so a request split across packets is still one request, whatever
+pauses in between, and a connection that may take only a few more requests does not turn a
+whole 256 KiB read into thousands of request objects). A line longer than ``MAX_LINE_BYTES`` is
+not buffered whole: once it is known to be too long, bytes are dropped up to its newline and the
+line is answered ``ERR line too long`` in its place.
+
+Parsing never raises, whatever the bytes: every numeric field is bounded in length before it is
+converted (CPython refuses ``int()`` of more than 4300 digits), and a token echoed back in an
+``ERR`` reply is cut to ``MAX_ECHO_CHARS``.
 
 Server replies are produced as wire bytes by small functions (``value_reply`` ...) and shared
 constants (``OK``, ``NIL`` ...). The client side uses ``ReplyDecoder`` and ``parse_reply``.
@@ -17,6 +23,7 @@ from __future__ import annotations
 import re
 
 from minidb.protocol._messages import (
+    MAX_ECHO_CHARS,
     MAX_LINE_BYTES,
     MAX_NAME_CHARS,
     MAX_SCAN_COUNT,
@@ -72,8 +79,18 @@ def error_reply(reason: str) -> bytes:
     return b"ERR " + reason.encode() + b"\n"
 
 
+_COUNT_DIGITS = len(str(MAX_SCAN_COUNT))
+"""Significant digits a valid ``SCAN`` count can have; longer is refused before ``int()``."""
+
+
+def _echo(token: bytes) -> str:
+    """A client's token as text for an ``ERR`` reply, cut to ``MAX_ECHO_CHARS``."""
+    text = token[: MAX_ECHO_CHARS * 4 + 4].decode("utf-8", "replace")
+    return text if len(text) <= MAX_ECHO_CHARS else text[:MAX_ECHO_CHARS] + "..."
+
+
 def _bad_name(name: bytes) -> Invalid:
-    return Invalid("invalid name " + name.decode())
+    return Invalid("invalid name " + _echo(name))
 
 
 # The shape of nearly every well-formed GET, SET and DEL, matched by one regex call. Anything
@@ -149,13 +166,20 @@ def _parse_request_fully(line: bytes) -> Request:
         if _NAME.fullmatch(bucket) is None:
             return _bad_name(bucket)
         if _CURSOR.fullmatch(cursor) is None:
-            return Invalid("invalid cursor " + cursor.decode())
-        if not count.isdigit() or not 1 <= int(count) <= MAX_SCAN_COUNT:
-            return Invalid("invalid count " + count.decode())
-        return Scan(bucket, cursor, int(count))
+            return Invalid("invalid cursor " + _echo(cursor))
+        # Bounded before int(): leading zeros are harmless, any other long run of digits is
+        # over the limit anyway and would make int() raise past 4300 digits.
+        digits = count.lstrip(b"0")
+        if (
+            not count.isdigit()
+            or len(digits) > _COUNT_DIGITS
+            or not 1 <= (limit := int(digits or b"0")) <= MAX_SCAN_COUNT
+        ):
+            return Invalid("invalid count " + _echo(count))
+        return Scan(bucket, cursor, limit)
     if not line.strip():
         return EMPTY
-    return Invalid("unknown verb " + head.decode().upper())
+    return Invalid("unknown verb " + _echo(head).upper())
 
 
 def encode_request(request: Request) -> bytes:
@@ -172,52 +196,79 @@ def encode_request(request: Request) -> bytes:
 
 
 class RequestDecoder:
-    """Turns a connection's byte stream into requests, one ``feed`` per read.
+    """Turns a connection's byte stream into requests: ``receive`` each read, then take the
+    completed requests with ``next_requests(limit)``, as many at a time as the caller can use.
 
-    State that must survive between reads (the partial line, whether we are inside an
-    over-long line) lives here, not in any coroutine, so a read that is interrupted loses
-    nothing: the next ``feed`` continues where the last one stopped.
+    Theory of operation. ``_buffer`` holds undecoded bytes starting at a line boundary: whole
+    lines not asked for yet, then at most one incomplete line. ``next_requests`` splits off at
+    most ``limit`` lines (``bytes.split`` with a maxsplit: one C call, and the bytes after the
+    last split line are not scanned) and parses only those. The caller bounds what is buffered
+    by not reading more while complete lines are still waiting; then ``buffered`` is at most
+    one read plus one incomplete line.
+
+    An incomplete line longer than ``MAX_LINE_BYTES + 1`` (+1: room for the CR of a CRLF not
+    arrived whole) is cut to a stub of ``MAX_LINE_BYTES + 1`` bytes and the rest of it is dropped
+    as it arrives, up to its newline; the stub then parses as ``ERR line too long`` in its turn.
+
+    State that must survive between reads lives here, not in any coroutine, so a read that is
+    interrupted loses nothing: the next ``receive`` continues where the last one stopped.
     """
 
-    __slots__ = ("_discarding", "_partial")
+    __slots__ = ("_buffer", "_discarding")
 
     def __init__(self) -> None:
-        self._partial = b""
+        self._buffer = b""
         self._discarding = False
 
     @property
     def buffered(self) -> int:
-        """Bytes of an incomplete line held back (0 while discarding an over-long line)."""
-        return len(self._partial)
+        """Undecoded bytes held: lines not taken yet and an incomplete line (or the stub of an
+        over-long one, ``MAX_LINE_BYTES + 1`` bytes)."""
+        return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[Request]:
-        """Take the bytes of one read; return the requests completed by them, in order."""
-        out: list[Request] = []
+    def receive(self, data: bytes) -> None:
+        """Take the bytes of one read (nothing is parsed until ``next_requests``)."""
         if self._discarding:
             newline = data.find(b"\n")
             if newline < 0:
-                return out
+                return
             self._discarding = False
-            out.append(TOO_LONG)
-            data = data[newline + 1 :]
-        if self._partial:
-            data = self._partial + data
-            self._partial = b""
-        lines = data.split(b"\n")
-        tail = lines.pop()
-        # +1 leaves room for the CR of a CRLF terminator that has not arrived whole yet.
-        if len(tail) > MAX_LINE_BYTES + 1:
+            data = data[newline:]  # the newline ends the stub of the over-long line
+        buffer = self._buffer + data if self._buffer else data
+        last = buffer.rfind(b"\n")  # from the end: scans only the incomplete tail
+        if len(buffer) - last - 1 > MAX_LINE_BYTES + 1:
+            # The stub must parse as too long: MAX_LINE_BYTES + 1 bytes, not ending in CR.
+            buffer = buffer[: last + 1 + MAX_LINE_BYTES] + b"#"
             self._discarding = True
-        else:
-            self._partial = tail
-        for line in lines:
-            out.append(parse_request(line))
-        return out
+        self._buffer = buffer
+
+    def next_requests(self, limit: int) -> list[Request]:
+        """Up to ``limit`` (at least 1) requests completed so far, in order; fewer means no
+        complete line is left."""
+        lines = self._buffer.split(b"\n", limit)
+        # The last piece is either the incomplete line or, if ``limit`` lines were split off,
+        # the undecoded rest; in both cases it starts at a line boundary.
+        self._buffer = lines.pop()
+        return [parse_request(line) for line in lines]
+
+    def has_request(self) -> bool:
+        """Whether a complete request is waiting to be taken."""
+        return b"\n" in self._buffer
+
+    def feed(self, data: bytes) -> list[Request]:
+        """``receive`` then every request completed (for callers that need no bound)."""
+        self.receive(data)
+        return self.next_requests(_UNLIMITED)
 
     def discard_partial(self) -> None:
-        """Forget a half-received line (used on shutdown: it was never a request)."""
-        self._partial = b""
+        """Forget a half-received line, keeping complete ones (on shutdown: the half line was
+        never a request, the complete ones were received and are owed replies)."""
+        self._buffer = self._buffer[: self._buffer.rfind(b"\n") + 1]
         self._discarding = False
+
+
+_UNLIMITED = 2**62
+"""A ``next_requests`` limit no buffer reaches."""
 
 
 class ReplyDecoder:

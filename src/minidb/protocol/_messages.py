@@ -25,6 +25,11 @@ MAX_NAME_CHARS = 64
 MAX_SCAN_COUNT = 1000
 """The largest ``count`` a ``SCAN`` accepts, so one reply line stays bounded (~65 KiB)."""
 
+MAX_ECHO_CHARS = 128
+"""A client's token quoted in an ``ERR`` reply (``invalid count <n>``...) is cut to this many
+characters (and ``...``; twice the longest name, so a name one too long is still shown whole),
+so a malformed 8 KiB line is not echoed back whole."""
+
 SCAN_START = b"0"
 """The cursor that starts a scan, and the next-cursor that says it is finished."""
 

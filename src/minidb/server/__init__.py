@@ -1,8 +1,9 @@
 """minidb.server: the networked shell around the store.
 
-``Server`` binds the listeners, runs the data owner, serves connections (``LineConnection``,
-an asyncio Protocol that batches every read to the owner and writes once per batch), exposes
-metrics, shuts down gracefully and exits non-zero if the data owner dies.
+``Server`` binds the listeners, runs the data owner, serves connections (``Connection``, an
+asyncio Protocol with bounded requests in flight and bounded output, which batches requests to
+the owner and writes once per owner group; ``LineConnection`` is its line-protocol form),
+exposes metrics, shuts down gracefully and exits non-zero if the data owner dies.
 
 ``Server`` and friends are imported on first use, so that ``minidb --help`` (which imports
 ``minidb.server._cli``, and with it this package) stays fast: it need not load the store, the

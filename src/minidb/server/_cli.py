@@ -36,7 +36,19 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--mailbox", type=int, default=defaults.DEFAULT_MAILBOX, metavar="N",
-        help="requests the data owner queues before answering ERR busy",
+        help="requests the data owner queues; beyond it connections wait for room",
+    )
+    parser.add_argument(
+        "--max-in-flight", type=int, default=defaults.DEFAULT_MAX_IN_FLIGHT, metavar="N",
+        help="requests one connection may have unanswered; beyond it it stops reading",
+    )
+    parser.add_argument(
+        "--output-soft-limit", type=int, default=defaults.DEFAULT_OUTPUT_SOFT_LIMIT,
+        metavar="BYTES", help="unsent reply bytes over which a connection stops reading",
+    )
+    parser.add_argument(
+        "--output-hard-limit", type=int, default=defaults.DEFAULT_OUTPUT_HARD_LIMIT,
+        metavar="BYTES", help="unsent reply bytes over which a connection is dropped",
     )
     parser.add_argument(
         "--grace", type=float, default=defaults.DEFAULT_GRACE_S, metavar="SECONDS",
@@ -78,6 +90,9 @@ def _serve(args: argparse.Namespace) -> int:
             request_timeout=args.request_timeout,
             max_connections=args.max_connections,
             mailbox=args.mailbox,
+            max_in_flight=args.max_in_flight,
+            output_soft_limit=args.output_soft_limit,
+            output_hard_limit=args.output_hard_limit,
             grace=args.grace,
             metrics_port=args.metrics_port,
             checkpoint_bytes=args.checkpoint_bytes,

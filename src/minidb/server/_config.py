@@ -18,7 +18,20 @@ DEFAULT_REQUEST_TIMEOUT_S = 2.0
 DEFAULT_MAX_CONNECTIONS = 1024
 """Connections served at once; beyond it the server stops accepting (the kernel queues)."""
 DEFAULT_MAILBOX = 4096
-"""Requests the data owner's mailbox holds; a request that finds it full gets ``ERR busy``."""
+"""Requests the data owner's mailbox holds; a connection that finds it full stops reading and
+queues for room (quiet connections first), see ``store._mailbox``."""
+DEFAULT_MAX_IN_FLIGHT = 128
+"""Requests one connection may have sent to the data owner and not yet had written back; beyond
+it the connection takes no more (it stops reading: backpressure, not an error). Enough for any
+client's pipeline to keep the owner busy (redis-benchmark -P 16 needs 16)."""
+DEFAULT_OUTPUT_SOFT_LIMIT = 1024 * 1024
+"""Bytes of replies a connection's transport may hold unsent before the connection takes no
+more requests (the transport's high-water mark; the low-water mark is a quarter of it)."""
+DEFAULT_OUTPUT_HARD_LIMIT = 8 * 1024 * 1024
+"""Bytes of replies held unsent past which a connection is dropped at once (Redis's
+client-output-buffer-limit hard limit): the ceiling of what one client can pin."""
+OUTPUT_LOW_WATER_FRACTION = 4
+"""The transport resumes taking requests once its output falls to soft limit / this."""
 DEFAULT_GRACE_S = 10.0
 """How long a graceful shutdown waits for in-flight work before dropping it."""
 DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024
@@ -46,6 +59,9 @@ class ServerConfig:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     mailbox: int = DEFAULT_MAILBOX
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    output_soft_limit: int = DEFAULT_OUTPUT_SOFT_LIMIT
+    output_hard_limit: int = DEFAULT_OUTPUT_HARD_LIMIT
     grace: float = DEFAULT_GRACE_S
     metrics_port: int | None = None
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
@@ -62,9 +78,14 @@ class ServerConfig:
             if not (value > 0 and math.isfinite(value)):
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(f"{flag} must be a positive number of seconds")
-        for name in ("max_connections", "mailbox", "checkpoint_bytes"):
+        for name in (
+            "max_connections", "mailbox", "checkpoint_bytes", "max_in_flight",
+            "output_soft_limit",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.output_hard_limit < self.output_soft_limit:
+            raise ConfigError("--output-hard-limit must be at least --output-soft-limit")
         if not 0 <= self.commit_delay_us <= MAX_COMMIT_DELAY_US:
             raise ConfigError(f"--commit-delay must be 0-{MAX_COMMIT_DELAY_US} microseconds")
         if self.sync_in not in SYNC_PLACES:

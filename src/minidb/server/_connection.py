@@ -1,28 +1,56 @@
-"""One client connection of the line protocol, as an asyncio ``Protocol``.
+"""One client connection as an asyncio ``Protocol``: the machinery every wire protocol shares.
 
-Theory of operation. ``data_received`` feeds the read to a ``RequestDecoder`` and sends every
-request it completed to the data owner as one ``Batch`` (one mailbox message per read, not per
-request). Batches wait in ``_pending`` in arrival order; the owner fills in their replies and
-calls ``flush`` once per group, and ``flush`` writes the replies of every answered batch at the
-head of ``_pending`` with one ``transport.write``. A batch answered out of turn (a refused one,
-or one answered while an older one still waits) is held until everything before it is answered,
-so replies always leave in request order.
+``Connection`` knows nothing of a wire format: it is given a decoder (bytes in, at most N
+requests out on demand) and the two replies it makes itself (busy, unavailable); the replies of
+served requests come from the data owner already in wire form. ``LineConnection`` at the bottom
+is the line protocol's whole specific part.
 
-Waiting versus refusing: the part of a read that does not fit in the mailbox is answered
-``ERR busy`` at once (shed); a batch that the owner has not answered by its deadline
-(``--request-timeout``) is answered ``ERR busy`` too (timed out). Giving up waiting does not
-take the batch back: the owner still applies it later, and its late replies are dropped.
+Theory of operation.
 
-Timers, both read from ``loop.time()`` so a virtual clock drives them:
+Taking requests. ``data_received`` hands the read to the decoder, which keeps it as undecoded
+bytes; ``_take`` then takes complete requests from it and sends them to the owner as one
+``Batch`` per take, as many as the connection may have **in flight** (``--max-in-flight``:
+sent to the owner and not yet written back) and the mailbox has room for. While complete
+requests are left in the decoder (the *backlog*), the connection does not read: the client's
+bytes wait in the kernel and TCP flow control slows the client down (backpressure, not an
+error). Every flush that writes replies back lowers the in-flight count and takes more.
 
-- idle: one timer per connection, pushed out by every read that completes a request, with
-  ``loop.reschedule`` where the loop has it (the timer wheel moves the entry in O(1)) and
-  cancel + ``call_at`` otherwise;
-- request timeout: at most one timer per connection, armed lazily for the oldest unanswered
-  batch and re-armed when it fires, so a busy connection does not create a timer per read.
+Sharing the owner. When the mailbox has no room for it, the connection queues for room
+(``Mailbox.wait_room``: connections with nothing in flight first, round robin, see
+``store._mailbox``) and is called back when its turn comes. ``ERR busy`` is kept for genuine
+overload: a request the owner has not answered ``--request-timeout`` after it was sent
+(timed out; the owner still applies it later and its late reply is dropped), or requests that
+waited that long for mailbox room (shed).
 
-Reading stops while the transport's write buffer is over its high-water mark (the client is
-not reading its replies), so a slow reader cannot make the server buffer without bound.
+Bounded output. What one connection can make the server hold for it is bounded:
+
+- unsent replies: the transport's high-water mark is ``--output-soft-limit``; over it
+  (``pause_writing``) the connection takes no more requests until the client has read it down
+  to a quarter. Replies still being built or queued by the owner come from requests in flight,
+  at most ``--max-in-flight`` of them, so the output held is at most the soft limit plus
+  ``max_in_flight`` times the largest reply; past ``--output-hard-limit`` the connection is
+  dropped at once (Redis's client-output-buffer-limit);
+- undecoded input: at most one read (256 KiB for asyncio's transports) plus one incomplete line,
+  because nothing more is read while a backlog is left.
+
+Replies leave in request order: a batch answered out of turn (shed, unavailable, or answered
+while an older one still waits) is held until everything before it is answered, and ``flush``
+(called by the owner once per group) writes every answered batch at the head with one
+``transport.write``.
+
+Timers, read from ``loop.time()`` so a virtual clock drives them:
+
+- idle: one per connection, pushed out by every take, with ``loop.reschedule`` where the loop
+  has it (the timer wheel moves the entry in O(1)) and cancel + ``call_at`` otherwise. An idle
+  connection is closed; if its output cannot drain (the client does not read) it is aborted,
+  since ``transport.close()`` would wait for the buffer forever and keep the slot;
+- request timeout: at most one per connection, armed lazily for the oldest unanswered batch (or
+  the end of a wait for room) and re-armed when it fires, not one per read.
+
+Containment: nothing raised while handling one connection (decoding, dispatch, a callback the
+owner or a timer makes) escapes its callbacks: it is logged once (``connection_error`` with the
+peer) and that connection alone is aborted. The owner calls ``flush`` and the mailbox calls
+``room_available`` inside their own loops, so an exception there must not reach them.
 """
 
 from __future__ import annotations
@@ -31,79 +59,59 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import cast
+from typing import ClassVar, Protocol, cast
 
 from minidb.errors import UnavailableError
-from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
-from minidb.server._config import ServerConfig
+from minidb.protocol import BUSY, UNAVAILABLE, Request, RequestDecoder
+from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
+from minidb.server._hub import Hub
 from minidb.server._logging import event
-from minidb.store import Batch, StoreOwner
+from minidb.store import Batch
 
 logger = logging.getLogger("minidb.server")
 
-
-class Hub:
-    """What every connection of one server shares: the owner, the settings, the counters,
-    and the set of open connections (which admission control and shutdown look at)."""
-
-    def __init__(self, config: ServerConfig, owner: StoreOwner) -> None:
-        self.config = config
-        self.owner = owner
-        self.connections: set[LineConnection] = set()
-        self.shed = 0
-        self.timeouts = 0
-        self.unavailable = 0
-        self.accepted = 0
-        self.rejected_verbs: dict[tuple[str, str], int] = {}
-        self._slot_waiter: asyncio.Future[None] | None = None
-        self._idle_waiter: asyncio.Future[None] | None = None
-
-    def count_refused(self, batch: Batch, outcome: str) -> None:
-        """Count each request of a refused batch under its verb (a rare, slow path)."""
-        for request in batch.requests:
-            key = (type(request).__name__.upper().replace("DELETE", "DEL"), outcome)
-            self.rejected_verbs[key] = self.rejected_verbs.get(key, 0) + 1
-
-    def opened(self, conn: LineConnection) -> None:
-        self.connections.add(conn)
-        self.accepted += 1
-
-    def closed(self, conn: LineConnection) -> None:
-        self.connections.discard(conn)
-        for waiter in (self._slot_waiter, self._idle_waiter if not self.connections else None):
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)
-
-    async def wait_for_slot(self) -> None:
-        """Return once fewer than ``max_connections`` connections are open."""
-        while len(self.connections) >= self.config.max_connections:
-            self._slot_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._slot_waiter
-            finally:
-                self._slot_waiter = None
-
-    async def wait_all_closed(self) -> None:
-        """Return once no connection is open."""
-        while self.connections:
-            self._idle_waiter = asyncio.get_running_loop().create_future()
-            try:
-                await self._idle_waiter
-            finally:
-                self._idle_waiter = None
+__all__ = ["Connection", "Decoder", "Hub", "LineConnection"]
 
 
-class LineConnection(asyncio.Protocol):
-    """Serves one client: framing, batching to the owner, ordered replies, timers."""
+class Decoder(Protocol):
+    """A wire protocol's request framing, as ``Connection`` uses it (see ``RequestDecoder``)."""
 
-    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
+    def receive(self, data: bytes) -> None: ...
+
+    def next_requests(self, limit: int) -> list[Request]: ...
+
+    def has_request(self) -> bool: ...
+
+    def discard_partial(self) -> None: ...
+
+
+class Connection(asyncio.Protocol):
+    """Serves one client: flow control, batching to the owner, ordered replies, timers."""
+
+    busy_reply: ClassVar[bytes]
+    """The wire form of ``ERR busy`` (timed out, or shed after waiting for room)."""
+    unavailable_reply: ClassVar[bytes]
+    """The wire form of ``ERR store unavailable`` (the owner is gone)."""
+
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, decoder: Decoder) -> None:
+        config = hub.config
         self._hub = hub
         self._loop = loop
         self._mailbox = hub.owner.mailbox
-        self._idle_s = hub.config.idle_timeout
-        self._request_timeout_s = hub.config.request_timeout
-        self._decoder = RequestDecoder()
+        self._idle_s = config.idle_timeout
+        self._request_timeout_s = config.request_timeout
+        self._max_in_flight = config.max_in_flight
+        self._soft_limit = config.output_soft_limit
+        self._hard_limit = config.output_hard_limit
+        self._decoder = decoder
         self._pending: deque[Batch] = deque()
+        self._in_flight = 0
+        # The decoder may hold complete requests not taken yet; reading waits while it does.
+        self._backlog = False
+        self._fresh = False  # the decoder's requests came from a read not yet taken from
+        self._output_paused = False
+        self._reading = True
+        self._room_since: float | None = None  # when it began waiting for mailbox room
         self._transport: asyncio.Transport | None = None
         self._idle: asyncio.TimerHandle | None = None
         self._request_timer: asyncio.TimerHandle | None = None
@@ -112,6 +120,7 @@ class LineConnection(asyncio.Protocol):
         )
         self._closed = False
         self._draining = False
+        self._failed = False
         self._opened_at = 0.0
         self._peer = "?"
         self.requests = 0
@@ -123,64 +132,54 @@ class LineConnection(asyncio.Protocol):
         self._opened_at = now = self._loop.time()
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self._idle = self._loop.call_at(now + self._idle_s, self._on_idle)
         self._hub.opened(self)
-        event(logger, logging.INFO, "connection_open", peer=self._peer)
+        try:
+            self._transport.set_write_buffer_limits(
+                high=self._soft_limit, low=self._soft_limit // OUTPUT_LOW_WATER_FRACTION
+            )
+            self._idle = self._loop.call_at(now + self._idle_s, self._on_idle)
+            event(logger, logging.INFO, "connection_open", peer=self._peer)
+        except Exception as exc:
+            self._fail("connection_made", exc)
 
     def data_received(self, data: bytes) -> None:
-        requests = self._decoder.feed(data)
-        if not requests or self._draining:
-            return
-        loop = self._loop
-        now = loop.time()
-        self._push_idle(now)
-        self.requests += len(requests)
-        batch = Batch(requests, self, now + self._request_timeout_s)
-        pending = self._pending
-        mailbox = self._mailbox
-        room = mailbox.room()
-        if len(requests) > room:
-            refused = batch
-            if room > 0:
-                batch = Batch(requests[:room], self, batch.deadline)
-                refused = Batch(requests[room:], self, batch.deadline)
-                self._send(batch)
-            refused.replies = [BUSY] * len(refused.requests)
-            self._hub.shed += len(refused.requests)
-            self._hub.count_refused(refused, "shed")
-            pending.append(refused)
-            self.flush()
-            return
-        self._send(batch)
-
-    def _send(self, batch: Batch) -> None:
-        self._pending.append(batch)
         try:
-            self._mailbox.put_nowait(batch)
-        except UnavailableError:
-            batch.replies = [UNAVAILABLE] * len(batch.requests)
-            self._hub.unavailable += len(batch.requests)
-            self._hub.count_refused(batch, "unavailable")
-            self.flush()
-            return
-        if self._request_timer is None:
-            self._request_timer = self._loop.call_at(batch.deadline, self._on_request_timeout)
+            if self._draining:
+                return  # shutting down: what arrives after begin_drain was never received
+            self._decoder.receive(data)
+            self._fresh = True
+            self._take()
+        except Exception as exc:
+            self._fail("data_received", exc)
 
     def eof_received(self) -> bool:
         # The client finished sending (e.g. ``nc -N``); it still gets every reply it is owed,
-        # so keep the transport open for writing until the pending batches are answered.
-        self._draining = True
-        if not self._pending and self._transport is not None:
-            self._transport.close()
+        # so keep the transport open for writing until the backlog is answered.
+        try:
+            self._draining = True
+            self._set_reading()
+            self._finish_if_drained()
+        except Exception as exc:
+            self._fail("eof_received", exc)
         return True
 
     def pause_writing(self) -> None:
-        if self._transport is not None:
-            self._transport.pause_reading()
+        # Over the soft output limit: take no more requests until the client reads.
+        self._output_paused = True
+        try:
+            self._set_reading()
+        except Exception as exc:
+            self._fail("pause_writing", exc)
 
     def resume_writing(self) -> None:
-        if self._transport is not None and not self._draining:
-            self._transport.resume_reading()
+        self._output_paused = False
+        try:
+            if self._backlog:
+                self._take()
+            else:
+                self._set_reading()
+        except Exception as exc:
+            self._fail("resume_writing", exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -188,6 +187,7 @@ class LineConnection(asyncio.Protocol):
             if timer is not None:
                 timer.cancel()
         self._idle = self._request_timer = None
+        self._mailbox.forget(self)
         self._hub.closed(self)
         event(
             logger,
@@ -199,21 +199,179 @@ class LineConnection(asyncio.Protocol):
             **({"error": exc} if exc is not None else {}),
         )
 
-    # -- replies -------------------------------------------------------------------------
+    # -- requests in -----------------------------------------------------------------------
+
+    def _take(self) -> None:
+        """Send complete requests from the decoder to the owner while this connection may
+        have more in flight and the mailbox has room for it; read again once none is left."""
+        decoder = self._decoder
+        # The first take from a fresh read is quiet (the client is within its share), also
+        # when it had to queue for room; what is left over from a read that did not fit is a
+        # flood's, and may not take the quiet reserve.
+        quiet = self._fresh
+        while not self._closed:
+            allowed = self._max_in_flight - self._in_flight
+            if allowed <= 0 or self._output_paused:
+                self._backlog = True
+                break
+            room = self._mailbox.room_for(self, quiet)
+            if room <= 0:
+                self._backlog = decoder.has_request()
+                if not self._backlog:
+                    break  # only part of a line: nothing to queue for yet
+                if not self._room_wait_expired(quiet):
+                    break
+                # Waited --request-timeout for room: genuine overload, answer ERR busy. All
+                # of the backlog was read before the wait began (nothing is read meanwhile).
+                requests = decoder.next_requests(allowed)
+                if requests:
+                    self._shed(requests)
+                if len(requests) < allowed:
+                    self._backlog = False
+                    self._room_since = None
+                    break
+                continue
+            limit = allowed if allowed < room else room
+            requests = decoder.next_requests(limit)
+            if requests:
+                self._send(requests)
+            if len(requests) < limit:
+                self._backlog = False
+                break
+            quiet = self._fresh = False
+        if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
+            self._set_reading()
+
+    def _send(self, requests: list[Request]) -> None:
+        loop = self._loop
+        now = loop.time()
+        self._push_idle(now)
+        count = len(requests)
+        self.requests += count
+        self._in_flight += count
+        self._room_since = None
+        batch = Batch(requests, self, now + self._request_timeout_s)
+        self._pending.append(batch)
+        try:
+            self._mailbox.put_nowait(batch)
+        except UnavailableError:
+            batch.replies = [self.unavailable_reply] * count
+            self._hub.unavailable += count
+            self._hub.count_refused(batch, "unavailable")
+            self._write_answered()
+            return
+        if self._request_timer is None:
+            self._request_timer = loop.call_at(batch.deadline, self._on_request_timeout)
+
+    def _shed(self, requests: list[Request]) -> None:
+        count = len(requests)
+        self._push_idle(self._loop.time())
+        self.requests += count
+        self._in_flight += count
+        batch = Batch(requests, self, self._loop.time() + self._request_timeout_s)
+        batch.replies = [self.busy_reply] * count
+        self._pending.append(batch)
+        self._hub.shed += count
+        self._hub.count_refused(batch, "shed")
+        self._write_answered()
+
+    def _room_wait_expired(self, quiet: bool) -> bool:
+        """Queue for mailbox room (again); True once this wait has lasted the request
+        timeout."""
+        now = self._loop.time()
+        if self._room_since is None:
+            self._room_since = now
+            if self._request_timer is None:
+                self._request_timer = self._loop.call_at(
+                    now + self._request_timeout_s, self._on_request_timeout
+                )
+        elif now >= self._room_since + self._request_timeout_s:
+            return True
+        self._mailbox.wait_room(self, quiet=quiet)
+        return False
+
+    def room_available(self) -> None:
+        """The mailbox's call when this connection's turn for room has come."""
+        try:
+            self._take()
+        except Exception as exc:
+            self._fail("room_available", exc)
+
+    def _set_reading(self) -> None:
+        want = not (self._backlog or self._output_paused or self._draining or self._closed)
+        if want is not self._reading and self._transport is not None:
+            self._reading = want
+            if want:
+                self._transport.resume_reading()
+            else:
+                self._transport.pause_reading()
+
+    # -- replies out -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Write, in one syscall, the replies of every answered batch at the head of the line."""
+        """Write, in one syscall, the replies of every answered batch at the head of the line,
+        then take more requests if some were waiting for in-flight room."""
+        try:
+            self._write_answered()
+            if self._backlog:
+                self._take()
+            if self._draining:
+                self._finish_if_drained()
+        except Exception as exc:
+            self._fail("flush", exc)
+
+    def _write_answered(self) -> None:
         pending = self._pending
-        if not pending or pending[0].replies is None:
+        if not pending:
             return
-        out: list[bytes] = []
-        while pending and pending[0].replies is not None:
-            out += pending.popleft().replies or ()
-        if self._closed or self._transport is None:
+        replies = pending[0].replies
+        if replies is None:
             return
-        self._transport.write(b"".join(out))
-        if self._draining and not pending:
-            self._transport.close()
+        done = len(pending.popleft().requests)
+        if pending and pending[0].replies is not None:
+            out = list(replies)
+            while pending and (replies := pending[0].replies) is not None:
+                done += len(pending.popleft().requests)
+                out += replies
+            replies = out
+        self._in_flight -= done
+        transport = self._transport
+        if self._closed or transport is None:
+            return
+        transport.write(b"".join(replies))
+        # pause_writing() ran inside write() if it crossed the soft limit; only then can the
+        # hard one have been crossed, so the common path pays no buffer-size call.
+        if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
+            self._drop_for_output(transport)
+
+    def _drop_for_output(self, transport: asyncio.Transport) -> None:
+        self._hub.output_dropped += 1
+        event(
+            logger, logging.WARNING, "connection_output_limit", peer=self._peer,
+            unsent_bytes=transport.get_write_buffer_size(), limit=self._hard_limit,
+        )
+        self._closed = True
+        transport.abort()
+
+    def _finish_if_drained(self) -> None:
+        # close() lets the last replies drain; if they never do, the idle timer or the end of
+        # the shutdown grace period aborts the connection.
+        if not self._pending and not self._backlog and not self._closed:
+            self._closed = True
+            if self._transport is not None:
+                self._transport.close()
+
+    def _close_or_abort(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        self._closed = True
+        # close() waits for unsent output to drain, forever if the client does not read, and
+        # keeps the connection's slot meanwhile: drop such a connection instead.
+        if transport.get_write_buffer_size():
+            transport.abort()
+        else:
+            transport.close()
 
     # -- timers --------------------------------------------------------------------------
 
@@ -230,41 +388,75 @@ class LineConnection(asyncio.Protocol):
 
     def _on_idle(self) -> None:
         self._idle = None
-        event(logger, logging.INFO, "connection_idle", peer=self._peer, idle_s=self._idle_s)
-        if self._transport is not None:
-            self._transport.close()
+        try:
+            event(logger, logging.INFO, "connection_idle", peer=self._peer, idle_s=self._idle_s)
+            self._close_or_abort()
+        except Exception as exc:
+            self._fail("idle timer", exc)
 
     def _on_request_timeout(self) -> None:
         self._request_timer = None
-        now = self._loop.time()
-        expired = 0
-        for batch in self._pending:
-            if batch.deadline > now:
-                break
-            if batch.replies is None:
-                batch.replies = [BUSY] * len(batch.requests)
-                expired += len(batch.requests)
-                self._hub.count_refused(batch, "timeout")
-        self._hub.timeouts += expired
-        for batch in self._pending:
-            if batch.replies is None:
-                self._request_timer = self._loop.call_at(batch.deadline, self._on_request_timeout)
-                break
-        self.flush()
+        try:
+            now = self._loop.time()
+            expired = 0
+            for batch in self._pending:
+                if batch.deadline > now:
+                    break
+                if batch.replies is None:
+                    batch.replies = [self.busy_reply] * len(batch.requests)
+                    expired += len(batch.requests)
+                    self._hub.count_refused(batch, "timeout")
+            self._hub.timeouts += expired
+            self.flush()  # writes what expired; a backlog whose wait for room expired is shed
+            if self._request_timer is None and not self._closed:
+                self._arm_request_timer()
+        except Exception as exc:
+            self._fail("request timer", exc)
 
-    # -- shutdown ------------------------------------------------------------------------
+    def _arm_request_timer(self) -> None:
+        when = next((b.deadline for b in self._pending if b.replies is None), None)
+        if self._room_since is not None:
+            room_deadline = self._room_since + self._request_timeout_s
+            if when is None or room_deadline < when:
+                when = room_deadline
+        if when is not None:
+            self._request_timer = self._loop.call_at(when, self._on_request_timeout)
+
+    # -- failure and shutdown ------------------------------------------------------------
+
+    def _fail(self, where: str, exc: Exception) -> None:
+        """Contain an unexpected error: log it once with the peer, drop this connection."""
+        if not self._failed:
+            self._failed = True
+            self._hub.errors += 1
+            event(
+                logger, logging.ERROR, "connection_error", peer=self._peer, where=where,
+                error=repr(exc), exc_info=exc,
+            )
+        self._closed = True
+        self._mailbox.forget(self)
+        if self._transport is not None:
+            self._transport.abort()
 
     def begin_drain(self) -> None:
         """Take no more requests; close once everything already received is answered."""
         self._draining = True
         self._decoder.discard_partial()
-        if self._transport is None:
-            return
-        self._transport.pause_reading()
-        if not self._pending:
-            self._transport.close()
+        self._set_reading()
+        self._finish_if_drained()
 
     def abort(self) -> None:
         """Drop the connection now (grace period over, or the owner died)."""
+        self._closed = True
         if self._transport is not None:
             self._transport.abort()
+
+
+class LineConnection(Connection):
+    """The line protocol: ``RequestDecoder`` framing and its refusal replies."""
+
+    busy_reply = BUSY
+    unavailable_reply = UNAVAILABLE
+
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(hub, loop, RequestDecoder())

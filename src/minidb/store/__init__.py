@@ -16,7 +16,7 @@ from minidb.store._keyspace import (
     Watch,
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog
-from minidb.store._mailbox import Batch, Mailbox, ReplySink
+from minidb.store._mailbox import Batch, Mailbox, ReplySink, RoomWaiter
 from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import Journal, StoreState, StoreStatistics
 
@@ -40,6 +40,7 @@ __all__ = [
     "OwnerStatistics",
     "ReplySink",
     "Result",
+    "RoomWaiter",
     "Session",
     "Simple",
     "StoreOwner",

@@ -37,6 +37,9 @@ Checkpoints: when the log asks, the owner does only ``begin_checkpoint`` (sync, 
 and a copy of the map, which is the whole pause writes see (``checkpoint_pause_*``); encoding
 and writing the snapshot run in a worker thread from the copy.
 
+Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
+reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -169,6 +172,11 @@ class StoreOwner:
                 if job is not None:
                     self._checkpoint = loop.run_in_executor(None, job)
                     self._checkpoint.add_done_callback(self._checkpoint_done)
+                if self.mailbox:
+                    # Releasing the group let connections with a backlog refill the mailbox at
+                    # once; without this yield the owner would serve them group after group
+                    # and never let the loop read a quiet client's socket (or fire a timer).
+                    await asyncio.sleep(0)
             if self._checkpoint is not None:
                 await asyncio.shield(self._checkpoint)
         except BaseException:

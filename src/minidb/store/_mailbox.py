@@ -1,11 +1,25 @@
 """The data owner's bounded mailbox: batches of requests in, capacity counted in requests.
 
-A connection sends everything one read delivered as one ``Batch``; the owner takes everything
-waiting per wakeup (up to a bound). Capacity is counted in requests rather than messages
-because requests are what costs the owner time: a mailbox of 4096 holds 4096 requests whether
-they came as one pipelined burst or from 4096 connections. A sender never waits for room:
-``room()`` says how many requests fit now, and what does not fit is refused at once
-(``ERR busy``), because waiting for room would only move the queue into the connections.
+A connection sends what one read delivered as one ``Batch`` (as many requests as it may have
+in flight); the owner takes everything waiting per wakeup (up to a bound). Capacity is counted
+in requests rather than messages because requests are what costs the owner time: a mailbox of
+4096 holds 4096 requests whether they came as one pipelined burst or from 4096 connections.
+
+A sender never blocks and is never refused for lack of room: ``room_for(sender, quiet=...)``
+says how many requests it may put now, and a sender that gets 0 queues for room with
+``wait_room`` and stops reading its client (backpressure) until ``room_available()`` is called
+on it. Theory of operation, which is what shares the owner fairly:
+
+- senders are *quiet* (requests from a fresh read: a client within its share, such as one
+  request at a time or a short pipeline) or *busy* (requests left over from a read that did not
+  fit: a flood). The last ``capacity // QUIET_RESERVE_FRACTION`` places are reserved for quiet
+  senders: a flood refilling the mailbox right after each owner wakeup cannot take them, so a
+  quiet client's request still goes into the very next group;
+- while anyone waits, ``room_for`` is 0 for newcomers of the same class or lower, so nobody
+  overtakes the queue; room the owner frees by taking batches is handed out there and then, in
+  queue order, quiet waiters first, so between calls either nobody waits or there is no room;
+- each sender served takes what it may have in flight (its own bound), and queues again at the
+  back for the rest: round robin with a quantum of one connection's in-flight bound.
 """
 
 from __future__ import annotations
@@ -17,6 +31,9 @@ from typing import Protocol
 from minidb.errors import UnavailableError
 from minidb.protocol import Request
 
+QUIET_RESERVE_FRACTION = 8
+"""1/8 of the mailbox (512 of the default 4096 requests) is kept for quiet senders."""
+
 
 class ReplySink(Protocol):
     """Whoever sent a batch: told once per owner wakeup that some of its replies are ready."""
@@ -24,8 +41,16 @@ class ReplySink(Protocol):
     def flush(self) -> None: ...
 
 
+class RoomWaiter(Protocol):
+    """A sender queued for room: called when some is free for it (from inside the owner's
+    ``get``/``take``, so it must never raise); ``room_for`` is positive for it meanwhile."""
+
+    def room_available(self) -> None: ...
+
+
 class Batch:
-    """Requests from one read of one connection, and (once answered) their replies in order."""
+    """Requests one connection sent together (at most its in-flight bound), and (once
+    answered) their replies in order."""
 
     __slots__ = ("deadline", "replies", "requests", "sink")
 
@@ -45,10 +70,18 @@ class Mailbox:
         if capacity < 1:
             raise ValueError("mailbox capacity must be at least 1")
         self.capacity = capacity
+        self.reserve = capacity // QUIET_RESERVE_FRACTION
+        """Places only quiet senders may fill."""
         self._batches: deque[Batch] = deque()
         self._queued = 0
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
+        # The room queue (see the module docstring): dicts as ordered sets, so a closing
+        # connection leaves in O(1).
+        self._quiet: dict[RoomWaiter, None] = {}
+        self._busy: dict[RoomWaiter, None] = {}
+        self._serving: RoomWaiter | None = None
+        self._handing_out = False  # guards against re-entry from a sender served
 
     def __len__(self) -> int:
         """Requests waiting."""
@@ -62,8 +95,58 @@ class Mailbox:
         """How many more requests fit right now."""
         return self.capacity - self._queued
 
+    def room_for(self, sender: object, quiet: bool) -> int:
+        """How many requests ``sender`` may put now (may be negative: none): nothing while
+        others queue for room ahead of it. Once closed, at least 1, so that senders learn it
+        from ``put_nowait``."""
+        if self._closed:
+            return max(1, self.capacity - self._queued)
+        if sender is not self._serving and (self._quiet or (self._busy and not quiet)):
+            return 0
+        if quiet:
+            return self.capacity - self._queued
+        return self.capacity - self.reserve - self._queued
+
+    def wait_room(self, sender: RoomWaiter, *, quiet: bool) -> None:
+        """Queue ``sender`` for room; ``quiet`` ones are served first."""
+        (self._quiet if quiet else self._busy)[sender] = None
+
+    def forget(self, sender: RoomWaiter) -> None:
+        """Take ``sender`` out of the room queue (it closed)."""
+        self._quiet.pop(sender, None)
+        self._busy.pop(sender, None)
+
+    @property
+    def waiting_for_room(self) -> int:
+        """Senders queued for room."""
+        return len(self._quiet) + len(self._busy)
+
+    def _hand_out(self) -> None:
+        """Give the free room to queued senders, in queue order. A sender served may queue
+        again (at the back) for what did not fit; it is not re-entered meanwhile."""
+        if self._handing_out or not (self._quiet or self._busy):
+            return
+        self._handing_out = True
+        try:
+            while True:
+                if self._quiet and (self._closed or self._queued < self.capacity):
+                    queue = self._quiet
+                elif self._busy and (
+                    self._closed or self._queued < self.capacity - self.reserve
+                ):
+                    queue = self._busy
+                else:
+                    break
+                sender = next(iter(queue))
+                del queue[sender]
+                self._serving = sender
+                sender.room_available()
+        finally:
+            self._serving = None
+            self._handing_out = False
+
     def put_nowait(self, batch: Batch) -> None:
-        """Queue ``batch`` (the caller checked ``room()``); raise if the owner is gone."""
+        """Queue ``batch`` (the caller checked ``room_for()``); raise if the owner is gone."""
         if self._closed:
             raise UnavailableError("store unavailable")
         self._batches.append(batch)
@@ -91,6 +174,8 @@ class Mailbox:
             count += len(batch.requests)
             taken.append(batch)
         self._queued -= count
+        if self._quiet or self._busy:
+            self._hand_out()
         return taken
 
     def take(self, limit: int) -> list[Batch]:
@@ -104,6 +189,8 @@ class Mailbox:
             count += len(batch.requests)
             taken.append(batch)
         self._queued -= count
+        if taken and (self._quiet or self._busy):
+            self._hand_out()
         return taken
 
     def close(self) -> None:
@@ -112,10 +199,13 @@ class Mailbox:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+        self._hand_out()  # whoever waits for room learns it is gone
 
     def take_all(self) -> list[Batch]:
         """Remove and return everything queued (used when the owner died)."""
         taken = list(self._batches)
         self._batches.clear()
         self._queued = 0
+        if self._quiet or self._busy:
+            self._hand_out()
         return taken

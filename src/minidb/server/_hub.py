@@ -1,0 +1,97 @@
+"""What every connection of one server shares: the owner, the settings, the counters, and the
+set of open connections (which admission control and shutdown look at)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from minidb.server._config import ServerConfig
+from minidb.store import Batch, StoreOwner
+
+if TYPE_CHECKING:
+    from minidb.server._connection import Connection
+
+
+@dataclass(frozen=True, slots=True)
+class HubStatistics:
+    """The connections' figures since start."""
+
+    connections: int
+    accepted: int
+    shed: int
+    """Requests answered ``ERR busy`` after waiting ``--request-timeout`` for mailbox room."""
+    timeouts: int
+    """Requests answered ``ERR busy`` after waiting ``--request-timeout`` in the mailbox."""
+    unavailable: int
+    errors: int
+    """Connections dropped because their own handling raised (logged ``connection_error``)."""
+    output_dropped: int
+    """Connections dropped for holding more unsent replies than ``--output-hard-limit``."""
+    waiting_for_room: int
+    """Connections queued for mailbox room now."""
+
+
+class Hub:
+    """The state shared by one server's connections."""
+
+    def __init__(self, config: ServerConfig, owner: StoreOwner) -> None:
+        self.config = config
+        self.owner = owner
+        self.connections: set[Connection] = set()
+        self.shed = 0
+        self.timeouts = 0
+        self.unavailable = 0
+        self.errors = 0
+        self.output_dropped = 0
+        self.accepted = 0
+        self.rejected_verbs: dict[tuple[str, str], int] = {}
+        self._slot_waiter: asyncio.Future[None] | None = None
+        self._idle_waiter: asyncio.Future[None] | None = None
+
+    def count_refused(self, batch: Batch, outcome: str) -> None:
+        """Count each request of a refused batch under its verb (a rare, slow path)."""
+        for request in batch.requests:
+            key = (type(request).__name__.upper().replace("DELETE", "DEL"), outcome)
+            self.rejected_verbs[key] = self.rejected_verbs.get(key, 0) + 1
+
+    def opened(self, conn: Connection) -> None:
+        self.connections.add(conn)
+        self.accepted += 1
+
+    def closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        for waiter in (self._slot_waiter, self._idle_waiter if not self.connections else None):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    async def wait_for_slot(self) -> None:
+        """Return once fewer than ``max_connections`` connections are open."""
+        while len(self.connections) >= self.config.max_connections:
+            self._slot_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._slot_waiter
+            finally:
+                self._slot_waiter = None
+
+    async def wait_all_closed(self) -> None:
+        """Return once no connection is open."""
+        while self.connections:
+            self._idle_waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._idle_waiter
+            finally:
+                self._idle_waiter = None
+
+    def statistics(self) -> HubStatistics:
+        return HubStatistics(
+            connections=len(self.connections),
+            accepted=self.accepted,
+            shed=self.shed,
+            timeouts=self.timeouts,
+            unavailable=self.unavailable,
+            errors=self.errors,
+            output_dropped=self.output_dropped,
+            waiting_for_room=self.owner.mailbox.waiting_for_room,
+        )
