@@ -28,6 +28,7 @@ the last synced batch) so that a write answered "not logged" does not reappear a
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -48,8 +49,9 @@ from minidb.wal._files import (
     snapshot_name,
     write_atomically,
 )
-from minidb.wal._format import FILE_HEADER_SIZE, encode_record
+from minidb.wal._format import FILE_HEADER_SIZE, FORMAT_VERSION, encode_record
 from minidb.wal._manifest import Manifest
+from minidb.wal._ops import Op
 from minidb.wal._recovery import FileReport, Recovery
 from minidb.wal._writer import SegmentWriter
 
@@ -148,36 +150,46 @@ class DurableLog:
         listing = list_dir(self.directory)
         if listing.is_empty() or _creation_interrupted(self.directory, listing):
             remove(self.directory, [*listing.segments.values(), *listing.temporaries])
-            self._writer = SegmentWriter.create(self.directory, 0)
+            with _creating(self.directory, segment_name(0)):
+                self._writer = SegmentWriter.create(self.directory, 0)
             self._segments_created += 1
-            write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
+            with _creating(self.directory, MANIFEST_NAME):
+                write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
             self._state = _State.OPEN
             return
         self._recovery = Recovery(self.directory)
         self._recovery.read_manifest()
 
-    def replay(self) -> Iterator[bytes]:
-        """Yield every record's payload, snapshot first; afterwards the log is appendable.
+    def replay(self) -> Iterator[list[Op]]:
+        """Yield every record's operations, snapshot first; afterwards the log is appendable.
 
-        A torn tail of the newest segment is cut off and kept in ``torn_tail`` for the caller to
-        log (the server logs it as one structured event).
+        Each list is one record, to be applied whole (a multi-key write is one record). A torn
+        tail of the newest segment is cut off and kept in ``torn_tail`` for the caller to log
+        (the server logs it as one structured event). A newest segment of an older format
+        version is left as it is and a new segment is started, so a file never mixes versions.
         Raises ``CorruptionError`` for any other damage; the log then stays unusable.
         """
         recovery = self._recovery
         if recovery is None:
             return
-        for record in recovery.records():
+        for entry in recovery.records():
             self._replayed += 1
-            yield record.payload
+            yield entry.ops
         tail = recovery.tail
         assert tail is not None, "records() sets the tail when it completes"
         if tail.torn is not None:
             self.torn_tail = tail.torn
             self._torn_bytes_cut = tail.torn.size - tail.good_offset
-        if tail.good_offset < FILE_HEADER_SIZE:
-            self._writer = SegmentWriter.create(self.directory, tail.base)
+        empty = tail.good_offset == FILE_HEADER_SIZE
+        if tail.good_offset < FILE_HEADER_SIZE or (empty and tail.version != FORMAT_VERSION):
+            # A torn header, or an old-version segment without records: write it again.
+            with _creating(self.directory, segment_name(tail.base)):
+                self._writer = SegmentWriter.create(self.directory, tail.base)
         else:
             self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
+            if tail.version != FORMAT_VERSION:
+                with _creating(self.directory, segment_name(tail.next_number)):
+                    self._start_segment(tail.next_number)
         self._next_number = tail.next_number
         remove(self.directory, recovery.stale_files())
         self._log_bytes = recovery.log_bytes
@@ -187,7 +199,8 @@ class DurableLog:
     # -- the CommitLog protocol -------------------------------------------------------------
 
     def append(self, record: bytes) -> None:
-        """Buffer one record (a write request, no newline); nothing is durable until ``sync``.
+        """Buffer one record, an encoded payload (``encode_ops``); nothing is durable until
+        ``sync``.
 
         Raises ``WalError`` if the log is not open or has failed, and ``OSError`` for an
         injected write failure (after which the log has failed).
@@ -264,7 +277,8 @@ class DurableLog:
         )
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
-        """Replace the history by a snapshot of ``records`` (the whole store as SET requests).
+        """Replace the history by a snapshot of ``records`` (the whole store as encoded payloads,
+        one ``Put`` per key).
 
         ``begin_checkpoint`` and ``finish_checkpoint`` on the calling thread; see those to
         keep writing while the snapshot is written. A disk error fails the log.
@@ -413,15 +427,31 @@ def _creation_interrupted(directory: str, listing: Listing) -> bool:
     return size <= FILE_HEADER_SIZE
 
 
+@contextlib.contextmanager
+def _creating(directory: str, name: str) -> Iterator[None]:
+    """Name the file in any ``OSError`` while creating it (a bare ``write`` or ``fsync`` error
+    says nothing about which file could not be written). ``wal.create`` injects one."""
+    path = os.path.join(directory, name)
+    try:
+        if _failpoints.ACTIVE:
+            _failpoints.hit("wal.create")
+        yield
+    except OSError as exc:
+        raise WalError(
+            f"cannot create {path}: {exc.strerror or exc}", path=path, offset=None
+        ) from exc
+
+
 def open_log(
     data_dir: str | os.PathLike[str],
     *,
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-) -> tuple[DurableLog, Iterator[bytes]]:
+) -> tuple[DurableLog, Iterator[list[Op]]]:
     """Open the log in ``data_dir`` and return it with the replay of its records.
 
-    Apply every yielded payload, in order, before the first ``append``. ``CorruptionError`` can
+    Apply every yielded list of operations (one record, atomically), in order, before the
+    first ``append``. ``CorruptionError`` can
     come from this call (manifest) or from the iteration (records).
     """
     log = DurableLog.open(data_dir, checkpoint_bytes=checkpoint_bytes, segment_bytes=segment_bytes)

@@ -5,38 +5,64 @@ judgement that lives here is *torn versus damaged* (``docs/wal-format.md``, "Tor
 corruption"): the reader reports the first problem as ``Malformed`` with ``torn`` set when a
 crash in the middle of an append could have produced it. Whether that is forgiven (only at the
 end of the newest segment) is decided by the caller, which knows which file this is.
+
+Version 2 judges by scanning: a bad record is torn only if no record header that verifies
+(``verifying_header_after``) follows it. Version 1 has no header checksum, so it keeps its
+zero-bytes rule and adds one scan: a length that runs past the end of the file is damage if an
+intact record for a following sequence number starts later (``v1_record_after``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
+    FORMAT_VERSION,
     MAX_PAYLOAD_BYTES,
     RECORD_HEADER_SIZE,
+    V1_MAX_PAYLOAD_BYTES,
+    V1_RECORD_HEADER_SIZE,
     FileKind,
     Malformed,
     RecordType,
     decode_count,
     decode_header,
+    header_checksum,
     record_checksum,
+    record_header_size,
     unpack_length,
     unpack_record_header,
+    unpack_v1_record_header,
 )
 
 _LENGTH_FIELD_BYTES = 4
 _TYPES = {int(t): t for t in RecordType}
 
+# Offsets that could start a version-2 header: the top byte of the length (offset 3) is below
+# 0x40 (lengths are under 2^30) and the type byte (offset 4) is DATA or END. A lookahead, so
+# overlapping candidates are all found. About 1 in 300 offsets of random bytes qualifies.
+_V2_CANDIDATE = re.compile(rb"(?=[\x00-\x3f][\x01\x02])")
+_V2_TYPE_OFFSET = 3  # where the candidate pattern starts, relative to the header
+# A version-1 record header has its type at offset 8; only DATA records follow a damaged one.
+_V1_DATA_TYPE = bytes([RecordType.DATA])
+_V1_TYPE_OFFSET = 8
+V1_SCAN_NUMBERS = 16
+"""How many following sequence numbers a version-1 candidate record is checked against: damage
+swallowing more records than this before the next intact one looks torn (a documented limit)."""
+
 
 class Record(NamedTuple):
-    """One decoded record: its sequence number, where it starts in its file, type and payload."""
+    """One decoded record: its sequence number, where it starts in its file, type and payload,
+    and its file's format version (which says how to decode the payload)."""
 
     number: int
     offset: int
     type: RecordType
     payload: bytes
+    version: int = FORMAT_VERSION
 
 
 def _all_zero(buf: bytes, start: int) -> bool:
@@ -49,39 +75,86 @@ def _all_zero(buf: bytes, start: int) -> bool:
     return True
 
 
+def verifying_header_after(buf: bytes, start: int) -> int | None:
+    """The first offset at or after ``start`` holding a version-2 record header that verifies.
+
+    "Could a valid record start here": a DATA or END type, a length in range and a matching
+    header checksum; the payload need not be complete. Linear in the bytes after ``start``,
+    checksumming only candidate offsets (see the pattern above).
+    """
+    size = len(buf)
+    last = size - RECORD_HEADER_SIZE  # the last offset with room for a whole header
+    for match in _V2_CANDIDATE.finditer(buf, start + _V2_TYPE_OFFSET):
+        q = match.start() - _V2_TYPE_OFFSET
+        if q > last:
+            return None
+        length, rtype, stored, _ = unpack_record_header(buf, q)
+        if length <= MAX_PAYLOAD_BYTES and header_checksum(length, rtype) == stored:
+            return q
+    return None
+
+
+def v1_record_after(buf: bytes, start: int, number: int) -> int | None:
+    """The first offset at or after ``start`` holding a whole version-1 DATA record that checks
+    for one of the ``V1_SCAN_NUMBERS`` sequence numbers from ``number`` on."""
+    size = len(buf)
+    q = buf.find(_V1_DATA_TYPE, start + _V1_TYPE_OFFSET) - _V1_TYPE_OFFSET
+    while q >= start:
+        if q + V1_RECORD_HEADER_SIZE > size:
+            return None
+        length, crc, rtype = unpack_v1_record_header(buf, q)
+        end = q + V1_RECORD_HEADER_SIZE + length
+        if length <= V1_MAX_PAYLOAD_BYTES and end <= size:
+            payload = bytes(buf[q + V1_RECORD_HEADER_SIZE : end])
+            for candidate in range(number, number + V1_SCAN_NUMBERS):
+                if record_checksum(candidate, rtype, payload) == crc:
+                    return q
+        q = buf.find(_V1_DATA_TYPE, q + _V1_TYPE_OFFSET + 1) - _V1_TYPE_OFFSET
+    return None
+
+
 class RecordReader:
-    """Iterate the records of one file, from ``start``, numbering them from ``base``.
+    """Iterate the records of one file of format ``version``, from ``start``, numbering them
+    from ``base``.
 
     After the iteration stops (normally or with ``Malformed``), ``good_offset`` is the end of the
     last good record and ``count`` the number of good records: exactly what a truncation to the
     last good record keeps.
     """
 
-    def __init__(self, buf: bytes, base: int, start: int = FILE_HEADER_SIZE) -> None:
+    def __init__(
+        self, buf: bytes, base: int, start: int = FILE_HEADER_SIZE, version: int = FORMAT_VERSION
+    ) -> None:
         self._buf = buf
         self.base = base
+        self.version = version
         self.good_offset = start
         self.count = 0
 
     def __iter__(self) -> Iterator[Record]:
+        return self._iter_v2() if self.version == FORMAT_VERSION else self._iter_v1()
+
+    def _iter_v2(self) -> Iterator[Record]:
         buf = self._buf
         size = len(buf)
         pos = self.good_offset
         number = self.base + self.count
         while pos < size:
-            remaining = size - pos
-            if remaining < RECORD_HEADER_SIZE:
-                if remaining >= _LENGTH_FIELD_BYTES and unpack_length(buf, pos) > MAX_PAYLOAD_BYTES:
-                    self._damaged(pos, f"record length {unpack_length(buf, pos)} out of range")
+            if size - pos < RECORD_HEADER_SIZE:
                 raise Malformed(
-                    f"record header cut short ({remaining} bytes)", offset=pos, torn=True
+                    f"record header cut short ({size - pos} bytes)", offset=pos, torn=True
                 )
-            length, crc, rtype = unpack_record_header(buf, pos)
-            if length > MAX_PAYLOAD_BYTES:
-                self._damaged(pos, f"record length {length} out of range")
+            length, rtype, header_crc, crc = unpack_record_header(buf, pos)
+            if header_checksum(length, rtype) != header_crc:
+                # Nothing about this header can be trusted, its length least of all: torn only
+                # if no record could start anywhere after it.
+                self._judge(pos, pos + 1, f"record header checksum mismatch at record {number}")
+            # The header is what the writer wrote, so these are damage, never a torn write.
             known = _TYPES.get(rtype)
             if known is None:
-                self._damaged(pos, f"unknown record type {rtype}")
+                raise Malformed(f"unknown record type {rtype}", offset=pos)
+            if length > MAX_PAYLOAD_BYTES:
+                raise Malformed(f"record length {length} out of range", offset=pos)
             end = pos + RECORD_HEADER_SIZE + length
             if end > size:
                 raise Malformed(
@@ -91,17 +164,67 @@ class RecordReader:
                 )
             payload = bytes(buf[pos + RECORD_HEADER_SIZE : end])
             if record_checksum(number, rtype, payload) != crc:
-                # A final record failing its check is what an interrupted write leaves; one
-                # followed by real data is damage the writer could not have produced.
-                torn = _all_zero(buf, end)
-                raise Malformed(f"checksum mismatch in record {number}", offset=pos, torn=torn)
-            yield Record(number, pos, known, payload)
+                self._judge(pos, end, f"checksum mismatch in record {number}")
+            yield Record(number, pos, known, payload, FORMAT_VERSION)
             pos = end
             number += 1
             self.good_offset = pos
             self.count += 1
 
-    def _damaged(self, pos: int, reason: str) -> NoReturn:
+    def _judge(self, pos: int, scan_from: int, reason: str) -> NoReturn:
+        # A tear leaves nothing valid after it; a record that could start later means the bad
+        # one is damage in the middle of the log.
+        later = verifying_header_after(self._buf, scan_from)
+        if later is None:
+            raise Malformed(reason, offset=pos, torn=True)
+        raise Malformed(f"{reason}, and a record header follows at offset {later}", offset=pos)
+
+    def _iter_v1(self) -> Iterator[Record]:
+        buf = self._buf
+        size = len(buf)
+        pos = self.good_offset
+        number = self.base + self.count
+        while pos < size:
+            remaining = size - pos
+            if remaining < V1_RECORD_HEADER_SIZE:
+                if (
+                    remaining >= _LENGTH_FIELD_BYTES
+                    and unpack_length(buf, pos) > V1_MAX_PAYLOAD_BYTES
+                ):
+                    self._damaged_v1(pos, f"record length {unpack_length(buf, pos)} out of range")
+                raise Malformed(
+                    f"record header cut short ({remaining} bytes)", offset=pos, torn=True
+                )
+            length, crc, rtype = unpack_v1_record_header(buf, pos)
+            if length > V1_MAX_PAYLOAD_BYTES:
+                self._damaged_v1(pos, f"record length {length} out of range")
+            known = _TYPES.get(rtype)
+            if known is None:
+                self._damaged_v1(pos, f"unknown record type {rtype}")
+            end = pos + V1_RECORD_HEADER_SIZE + length
+            if end > size:
+                reason = f"record of {length} bytes runs {end - size} bytes past the end"
+                # Without a header checksum the length may be damaged: intact records after it
+                # mean it is (the classic flipped length bit), not a write cut short.
+                later = v1_record_after(buf, pos + 1, number + 1)
+                if later is not None:
+                    raise Malformed(
+                        f"{reason}, but a valid record follows at offset {later}", offset=pos
+                    )
+                raise Malformed(reason, offset=pos, torn=True)
+            payload = bytes(buf[pos + V1_RECORD_HEADER_SIZE : end])
+            if record_checksum(number, rtype, payload) != crc:
+                # A final record failing its check is what an interrupted write leaves; one
+                # followed by real data is damage the writer could not have produced.
+                torn = _all_zero(buf, end)
+                raise Malformed(f"checksum mismatch in record {number}", offset=pos, torn=torn)
+            yield Record(number, pos, known, payload, self.version)
+            pos = end
+            number += 1
+            self.good_offset = pos
+            self.count += 1
+
+    def _damaged_v1(self, pos: int, reason: str) -> NoReturn:
         # Zero-filled space is what a file system leaves when it extended a file before a crash.
         if _all_zero(self._buf, pos):
             raise Malformed("zero-filled tail", offset=pos, torn=True)
@@ -119,7 +242,7 @@ def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Recor
         raise Malformed(
             f"header base {header.base} does not match the file name's {base}", offset=0
         )
-    reader = RecordReader(buf, base)
+    reader = RecordReader(buf, base, version=header.version)
 
     def records() -> Iterator[Record]:
         for record in reader:
@@ -143,7 +266,7 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
                 f"header base {header.base} does not match the file name's {base}", offset=0
             )
         # Records of a closed file are numbered from 0: only segments continue the log's count.
-        reader = RecordReader(buf, 0)
+        reader = RecordReader(buf, 0, version=header.version)
         for record in reader:
             if record.type is RecordType.END:
                 try:
@@ -156,7 +279,7 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
                         f"END says {expected} records, file has {reader.count}",
                         offset=record.offset,
                     )
-                end = record.offset + RECORD_HEADER_SIZE + len(record.payload)
+                end = record.offset + record_header_size(header.version) + len(record.payload)
                 if end != len(buf):
                     raise Malformed("bytes after the END record", offset=end)
                 return

@@ -4,6 +4,10 @@ This module applies the replay rules of ``docs/wal-format.md`` and never writes:
 uses it to replay and then cuts the torn tail it reports; ``minidb wal check`` and ``minidb wal
 dump`` use it to inspect a directory, even one a server has open. Every ``Malformed`` from the
 pure decoders is translated here, the one place, into ``CorruptionError`` with path and offset.
+
+Payloads are decoded here too (with the decoder of each file's format version), so a record that
+passed its checksum but does not decode is refused like any other damage, by replay and by
+``wal check`` alike.
 """
 
 from __future__ import annotations
@@ -11,13 +15,24 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from minidb.errors import CorruptionError
 from minidb.wal._checkpoint import snapshot_records
 from minidb.wal._files import MANIFEST_NAME, Listing, list_dir, mapped, segment_name, snapshot_name
-from minidb.wal._format import Malformed
+from minidb.wal._format import FORMAT_VERSION, Malformed
 from minidb.wal._manifest import Manifest, decode_manifest
+from minidb.wal._ops import Op
+from minidb.wal._payload import PayloadError, decode_ops
 from minidb.wal._reader import Record, segment_records
+
+
+class Entry(NamedTuple):
+    """One live record, decoded: its sequence number, where it starts, and its operations."""
+
+    number: int
+    offset: int
+    ops: list[Op]
 
 
 @dataclass
@@ -41,6 +56,7 @@ class Tail:
     good_offset: int  # 0 when the segment's header itself was torn
     next_number: int
     torn: FileReport | None  # set when bytes past good_offset are a torn tail to cut
+    version: int = FORMAT_VERSION  # the segment's format version (a torn header counts as new)
 
 
 class Recovery:
@@ -96,26 +112,57 @@ class Recovery:
         stale += [n for base, n in self.listing.segments.items() if base < self.manifest.segment]
         return stale + self.listing.temporaries
 
-    def records(self) -> Iterator[Record]:
-        """Every DATA record of the live log in order; sets ``tail`` when it finishes.
+    def records(self) -> Iterator[Entry]:
+        """Every DATA record of the live log in order, decoded; sets ``tail`` when it finishes.
 
         Raises ``CorruptionError`` where the directory must refuse to start.
         """
+        for record in self._records():
+            try:
+                ops = decode_ops(record.payload, record.version)
+            except PayloadError as exc:
+                report = self.reports[-1]
+                report.records -= 1  # counted as read, but it is where the damage is
+                reason = f"record {record.number} does not decode: {exc}"
+                raise self._corrupt(report, Malformed(reason, offset=record.offset)) from None
+            yield Entry(record.number, record.offset, ops)
+
+    def _records(self) -> Iterator[Record]:
         manifest = self.manifest if self.manifest is not None else self.read_manifest()
         if manifest.snapshot is not None:
             yield from self._snapshot(manifest.snapshot)
         chain = sorted(base for base in self.listing.segments if base >= manifest.segment)
         expected = manifest.segment
+        previous: FileReport | None = None
         for index, base in enumerate(chain):
-            if base != expected:
+            if previous is None and base != expected:
                 raise self._missing(
                     segment_name(expected), f" (the next segment is {segment_name(base)})"
                 )
+            if previous is not None and base != expected:
+                raise self._broken_chain(previous, expected, base)
             newest = index == len(chain) - 1
-            report = yield from self._segment(base, newest)
-            expected = base + report.records
+            previous = yield from self._segment(base, newest)
+            expected = base + previous.records
         if not chain:
             raise self._missing(segment_name(manifest.segment))
+
+    def _broken_chain(self, previous: FileReport, expected: int, base: int) -> CorruptionError:
+        """Segments that do not continue each other's count (``docs/wal-format.md``, step 4)."""
+        if base > expected:
+            # Records [expected, base) are gone: the older segment was cut at a record boundary,
+            # or the segment that held them was deleted. Its end is the place provably wrong.
+            reason = (
+                f"its records end before number {expected} but the next segment is "
+                f"{segment_name(base)}: records {expected}..{base - 1} are missing (this segment "
+                f"was cut short, or {segment_name(expected)} is missing)"
+            )
+            return self._corrupt(previous, Malformed(reason, offset=previous.good_offset))
+        name = segment_name(base)
+        report = FileReport(name, os.path.getsize(self._path(name)))
+        self.reports.append(report)
+        reason = f"starts at record {base}, inside the previous segment (which ends at {expected})"
+        return self._corrupt(report, Malformed(reason, offset=0))
 
     def _snapshot(self, base: int) -> Iterator[Record]:
         name = snapshot_name(base)
@@ -138,11 +185,13 @@ class Recovery:
         name = segment_name(base)
         report = FileReport(name, 0)
         self.reports.append(report)
+        version = FORMAT_VERSION
         with mapped(self._path(name)) as buf:
             report.size = len(buf)
             reader = None
             try:
                 reader, records = segment_records(buf, base)
+                version = reader.version
                 for record in records:
                     report.records += 1
                     yield record
@@ -155,5 +204,5 @@ class Recovery:
         self.log_bytes += report.good_offset
         if newest:
             torn = report if report.torn else None
-            self.tail = Tail(base, report.good_offset, base + report.records, torn)
+            self.tail = Tail(base, report.good_offset, base + report.records, torn, version)
         return report
