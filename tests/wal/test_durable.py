@@ -86,10 +86,31 @@ def test_durable_log_refuses_appends_before_replay_finishes(five_records: pathli
 def test_durable_log_refuses_a_second_opener(data_dir: pathlib.Path) -> None:
     """Two logs on one directory would interleave records; the second open is refused."""
     log, _ = replay_all(data_dir)
-    with pytest.raises(WalError, match="in use"):
+    with pytest.raises(WalError, match="in use") as info:
         open_log(data_dir)
+    assert str(data_dir) in str(info.value) and info.value.path == str(data_dir)
     log.close()
     replay_all(data_dir)[0].close()
+
+
+@pytest.mark.parametrize(
+    "spec, name",
+    [("wal.create=error(ENOSPC)", "wal-0000000000000000.log"),
+     ("wal.create=error(ENOSPC, 1)", "MANIFEST")],
+)
+def test_durable_log_creation_error_names_the_file(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch, spec: str, name: str
+) -> None:
+    """A disk error while creating a fresh data dir says which file could not be written."""
+    _failpoints_set(monkeypatch, spec)
+    with pytest.raises(WalError) as info:
+        open_log(data_dir)
+    assert info.value.path == str(data_dir / name)
+    assert str(data_dir / name) in str(info.value) and "No space left" in str(info.value)
+    monkeypatch.setattr(_failpoints, "ACTIVE", {})
+    log, got = replay_all(data_dir)  # the half-created directory is created again
+    log.close()
+    assert got == []
 
 
 def test_durable_log_rolls_segments_and_replays_across_them(data_dir: pathlib.Path) -> None:
