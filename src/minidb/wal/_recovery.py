@@ -117,17 +117,6 @@ class Recovery:
 
         Raises ``CorruptionError`` where the directory must refuse to start.
         """
-        for record in self._records():
-            try:
-                ops = decode_ops(record.payload, record.version)
-            except PayloadError as exc:
-                report = self.reports[-1]
-                report.records -= 1  # counted as read, but it is where the damage is
-                reason = f"record {record.number} does not decode: {exc}"
-                raise self._corrupt(report, Malformed(reason, offset=record.offset)) from None
-            yield Entry(record.number, record.offset, ops)
-
-    def _records(self) -> Iterator[Record]:
         manifest = self.manifest if self.manifest is not None else self.read_manifest()
         if manifest.snapshot is not None:
             yield from self._snapshot(manifest.snapshot)
@@ -164,7 +153,16 @@ class Recovery:
         reason = f"starts at record {base}, inside the previous segment (which ends at {expected})"
         return self._corrupt(report, Malformed(reason, offset=0))
 
-    def _snapshot(self, base: int) -> Iterator[Record]:
+    def _decoded(self, report: FileReport, record: Record) -> Entry:
+        """The record's operations; a payload that passed its checksum but does not decode is
+        corruption at the record (it is what the writer wrote: never guess what it meant)."""
+        try:
+            return Entry(record.number, record.offset, decode_ops(record.payload, record.version))
+        except PayloadError as exc:
+            reason = f"record {record.number} does not decode: {exc}"
+            raise self._corrupt(report, Malformed(reason, offset=record.offset)) from None
+
+    def _snapshot(self, base: int) -> Iterator[Entry]:
         name = snapshot_name(base)
         if base not in self.listing.snapshots:
             raise self._missing(name)
@@ -174,13 +172,14 @@ class Recovery:
             report.size = len(buf)
             try:
                 for record in snapshot_records(buf, base):
+                    entry = self._decoded(report, record)
                     report.records += 1
-                    yield record
+                    yield entry
             except Malformed as exc:
                 raise self._corrupt(report, exc) from None
         report.good_offset = report.size
 
-    def _segment(self, base: int, newest: bool) -> Generator[Record, None, FileReport]:
+    def _segment(self, base: int, newest: bool) -> Generator[Entry, None, FileReport]:
         # A generator that returns its report when done (``yield from`` hands it back).
         name = segment_name(base)
         report = FileReport(name, 0)
@@ -193,8 +192,9 @@ class Recovery:
                 reader, records = segment_records(buf, base)
                 version = reader.version
                 for record in records:
+                    entry = self._decoded(report, record)
                     report.records += 1
-                    yield record
+                    yield entry
             except Malformed as exc:
                 if not (newest and exc.torn):
                     raise self._corrupt(report, exc) from None
