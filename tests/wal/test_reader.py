@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import struct
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +20,12 @@ from minidb.wal._format import (
     encode_header,
     encode_record,
 )
-from minidb.wal._reader import RecordReader, closed_records, segment_records
+from minidb.wal._reader import (
+    SCAN_MAX_CANDIDATES,
+    RecordReader,
+    closed_records,
+    segment_records,
+)
 
 PAYLOADS = [b"SET b k1 one", b"SET b k2 two", b"DEL b k1"]
 
@@ -132,13 +139,25 @@ def test_reader_judges_a_v1_length_flip_followed_by_records_as_damage() -> None:
     assert problem is not None and problem.torn
 
 
-def test_reader_v2_scan_is_linear_on_a_tail_full_of_candidates() -> None:
-    """The damage scan over a tail of megabytes of candidate bytes finishes in bounded time."""
-    tail = b"\x00\x01" * (1 << 19)  # every other offset is a candidate: the worst case
+def test_reader_v2_scan_of_a_random_tail_is_torn_and_quick() -> None:
+    """Megabytes of random bytes after a damaged header hold no verifying header: torn."""
+    tail = random.Random(7).randbytes(4 << 20)
     reader = RecordReader(_segment() + b"\xff" * 13 + tail, 0)
+    started = time.monotonic()
     with pytest.raises(Malformed) as info:
         list(reader)
-    assert info.value.torn
+    assert info.value.torn and time.monotonic() - started < 10
+
+
+def test_reader_v2_scan_gives_up_on_a_tail_full_of_candidates_and_refuses() -> None:
+    """A tail where every other offset could be a header exhausts the scan's budget, which
+    then refuses (records cannot be ruled out) instead of cutting."""
+    tail = b"\x00\x01" * (SCAN_MAX_CANDIDATES + 100)
+    reader = RecordReader(_segment() + b"\xff" * 13 + tail, 0)
+    started = time.monotonic()
+    with pytest.raises(Malformed, match="cannot be ruled out") as info:
+        list(reader)
+    assert not info.value.torn and time.monotonic() - started < 20
 
 
 def test_reader_refuses_an_end_record_in_a_segment() -> None:

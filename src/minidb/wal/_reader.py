@@ -7,14 +7,13 @@ crash in the middle of an append could have produced it. Whether that is forgive
 end of the newest segment) is decided by the caller, which knows which file this is.
 
 Version 2 judges by scanning: a bad record is torn only if no record header that verifies
-(``verifying_header_after``) follows it. Version 1 has no header checksum, so it keeps its
+(``record_header_after``) follows it. Version 1 has no header checksum, so it keeps its
 zero-bytes rule and adds one scan: a length that runs past the end of the file is damage if an
 intact record for a following sequence number starts later (``v1_record_after``).
 """
 
 from __future__ import annotations
 
-import re
 import struct
 from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
@@ -47,11 +46,13 @@ _extend = google_crc32c.extend
 _pack_number_and_type = struct.Struct("<QB").pack
 _TYPES = {int(t): t for t in RecordType}
 
-# Offsets that could start a version-2 header: the top byte of the length (offset 3) is below
-# 0x40 (lengths are under 2^30) and the type byte (offset 4) is DATA or END. A lookahead, so
-# overlapping candidates are all found. About 1 in 300 offsets of random bytes qualifies.
-_V2_CANDIDATE = re.compile(rb"(?=[\x00-\x3f][\x01\x02])")
-_V2_TYPE_OFFSET = 3  # where the candidate pattern starts, relative to the header
+# A version-2 header can only start where the type byte (offset 4) is DATA or END and the top
+# byte of the length (offset 3) is below 0x40 (lengths are under 2^30): found with bytes.find
+# (memchr), so bytes that hold neither type cost almost nothing to scan.
+_TYPE_BYTES = (bytes([RecordType.DATA]), bytes([RecordType.END]))
+_TYPE_AT = 4
+_LENGTH_TOP_AT = 3
+_LENGTH_TOP_LIMIT = (MAX_PAYLOAD_BYTES >> 24) + 1  # 0x40
 # A version-1 record header has its type at offset 8; only DATA records follow a damaged one.
 _V1_DATA_TYPE = bytes([RecordType.DATA])
 _V1_TYPE_OFFSET = 8
@@ -81,29 +82,67 @@ def _all_zero(buf: bytes, start: int) -> bool:
     return True
 
 
-def verifying_header_after(buf: bytes, start: int) -> int | None:
-    """The first offset at or after ``start`` holding a version-2 record header that verifies.
+SCAN_MAX_CANDIDATES = 1 << 18
+"""Candidate offsets the version-2 damage scan checksums before it gives up. Past this it cannot
+rule out a record after the damage and judges as if it had found one: a refusal, never a silent
+cut. About 0.3 s of Python (1 s on a loaded machine); random bytes hold this many candidates only
+in about 128 MiB, so only long stretches of bytes like 0x01 (a value made of them) exhaust it."""
+V1_SCAN_BUDGET_BYTES = 64 * 1024 * 1024
+"""Payload bytes the version-1 scan may checksum (it checksums a candidate once per number)."""
+
+
+class Sighting(NamedTuple):
+    """What the damage scan saw after a bad record: a header that verifies at ``offset``, or
+    (``verified`` false) the place where its budget ran out with records not ruled out."""
+
+    offset: int
+    verified: bool
+
+
+def _type_bytes(buf: bytes, start: int) -> Iterator[int]:
+    """Every offset at or after ``start`` whose byte is DATA or END, in order."""
+    data, end = (buf.find(t, start) for t in _TYPE_BYTES)
+    while data >= 0 or end >= 0:
+        if end < 0 or 0 <= data < end:
+            yield data
+            data = buf.find(_TYPE_BYTES[0], data + 1)
+        else:
+            yield end
+            end = buf.find(_TYPE_BYTES[1], end + 1)
+
+
+def record_header_after(buf: bytes, start: int) -> Sighting | None:
+    """The first offset at or after ``start`` holding a version-2 record header that verifies,
+    or ``None`` if no record can start after ``start``.
 
     "Could a valid record start here": a DATA or END type, a length in range and a matching
-    header checksum; the payload need not be complete. Linear in the bytes after ``start``,
-    checksumming only candidate offsets (see the pattern above).
+    header checksum; the payload need not be complete. Linear in the bytes after ``start``:
+    only offsets whose type and length bytes fit are checksummed, at most
+    ``SCAN_MAX_CANDIDATES`` of them.
     """
-    size = len(buf)
-    last = size - RECORD_HEADER_SIZE  # the last offset with room for a whole header
-    for match in _V2_CANDIDATE.finditer(buf, start + _V2_TYPE_OFFSET):
-        q = match.start() - _V2_TYPE_OFFSET
+    last = len(buf) - RECORD_HEADER_SIZE  # the last offset with room for a whole header
+    checked = 0
+    for at in _type_bytes(buf, start + _TYPE_AT):
+        q = at - _TYPE_AT
         if q > last:
             return None
+        if buf[q + _LENGTH_TOP_AT] >= _LENGTH_TOP_LIMIT:
+            continue
         length, rtype, stored, _ = unpack_record_header(buf, q)
-        if length <= MAX_PAYLOAD_BYTES and header_checksum(length, rtype) == stored:
-            return q
+        if header_checksum(length, rtype) == stored:
+            return Sighting(q, True)
+        checked += 1
+        if checked >= SCAN_MAX_CANDIDATES:
+            return Sighting(q, False)
     return None
 
 
-def v1_record_after(buf: bytes, start: int, number: int) -> int | None:
+def v1_record_after(buf: bytes, start: int, number: int) -> Sighting | None:
     """The first offset at or after ``start`` holding a whole version-1 DATA record that checks
-    for one of the ``V1_SCAN_NUMBERS`` sequence numbers from ``number`` on."""
+    for one of the ``V1_SCAN_NUMBERS`` sequence numbers from ``number`` on (or where the scan's
+    budget ran out), ``None`` if there is none."""
     size = len(buf)
+    budget = V1_SCAN_BUDGET_BYTES
     q = buf.find(_V1_DATA_TYPE, start + _V1_TYPE_OFFSET) - _V1_TYPE_OFFSET
     while q >= start:
         if q + V1_RECORD_HEADER_SIZE > size:
@@ -114,9 +153,21 @@ def v1_record_after(buf: bytes, start: int, number: int) -> int | None:
             payload = bytes(buf[q + V1_RECORD_HEADER_SIZE : end])
             for candidate in range(number, number + V1_SCAN_NUMBERS):
                 if record_checksum(candidate, rtype, payload) == crc:
-                    return q
+                    return Sighting(q, True)
+            budget -= V1_SCAN_NUMBERS * (length + 1)
+            if budget <= 0:
+                return Sighting(q, False)
         q = buf.find(_V1_DATA_TYPE, q + _V1_TYPE_OFFSET + 1) - _V1_TYPE_OFFSET
     return None
+
+
+def _followed(reason: str, sighting: Sighting) -> str:
+    if sighting.verified:
+        return f"{reason}, and a record follows at offset {sighting.offset}"
+    return (
+        f"{reason}, and records after it cannot be ruled out (the damage scan stopped at "
+        f"offset {sighting.offset})"
+    )
 
 
 class RecordReader:
@@ -182,10 +233,10 @@ class RecordReader:
     def _judge(self, pos: int, scan_from: int, reason: str) -> NoReturn:
         # A tear leaves nothing valid after it; a record that could start later means the bad
         # one is damage in the middle of the log.
-        later = verifying_header_after(self._buf, scan_from)
+        later = record_header_after(self._buf, scan_from)
         if later is None:
             raise Malformed(reason, offset=pos, torn=True)
-        raise Malformed(f"{reason}, and a record header follows at offset {later}", offset=pos)
+        raise Malformed(_followed(reason, later), offset=pos)
 
     def _iter_v1(self) -> Iterator[Record]:
         buf = self._buf
@@ -216,9 +267,7 @@ class RecordReader:
                 # mean it is (the classic flipped length bit), not a write cut short.
                 later = v1_record_after(buf, pos + 1, number + 1)
                 if later is not None:
-                    raise Malformed(
-                        f"{reason}, but a valid record follows at offset {later}", offset=pos
-                    )
+                    raise Malformed(_followed(reason, later), offset=pos)
                 raise Malformed(reason, offset=pos, torn=True)
             payload = bytes(buf[pos + V1_RECORD_HEADER_SIZE : end])
             if record_checksum(number, rtype, payload) != crc:
