@@ -116,6 +116,14 @@ class FileHeader:
     version: int
 
 
+_VERSION_AT = 7
+
+
+def peek_version(buf: bytes) -> int | None:
+    """The version byte of a file header, unchecked (for reports), or None if there is none."""
+    return buf[_VERSION_AT] if len(buf) > _VERSION_AT else None
+
+
 def decode_header(buf: bytes, kind: FileKind) -> FileHeader:
     """Decode and check the header at the start of ``buf``; raise ``Malformed`` at offset 0.
 

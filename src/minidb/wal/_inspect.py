@@ -30,7 +30,8 @@ def _describe(report: FileReport) -> str:
         verdict = f"CORRUPT at offset {report.problem_offset}: {report.problem}"
     return (
         f"{report.name:<32} size={report.size:<10} ok_up_to={report.good_offset:<10} "
-        f"records={report.records:<8} {verdict}"
+        f"records={report.records:<8} v{report.version if report.version is not None else '?'} "
+        f"{verdict}"
     )
 
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 from minidb.errors import CorruptionError
 from minidb.wal._checkpoint import snapshot_records
 from minidb.wal._files import MANIFEST_NAME, Listing, list_dir, mapped, segment_name, snapshot_name
-from minidb.wal._format import FORMAT_VERSION, Malformed
+from minidb.wal._format import FORMAT_VERSION, Malformed, peek_version
 from minidb.wal._manifest import Manifest, decode_manifest
 from minidb.wal._ops import Op
 from minidb.wal._payload import PayloadError, decode_ops
@@ -46,6 +46,7 @@ class FileReport:
     problem: str | None = None
     problem_offset: int | None = None
     torn: bool = False  # the problem is a torn tail that opening the log cuts off
+    version: int | None = None  # the format version its header claims (None: too short)
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class Recovery:
         report = FileReport(MANIFEST_NAME, 0)
         self.reports.append(report)
         with mapped(self._path(MANIFEST_NAME)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             try:
                 self.manifest = decode_manifest(buf)
             except Malformed as exc:
@@ -169,7 +170,7 @@ class Recovery:
         report = FileReport(name, 0)
         self.reports.append(report)
         with mapped(self._path(name)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             try:
                 for record in snapshot_records(buf, base):
                     entry = self._decoded(report, record)
@@ -186,7 +187,7 @@ class Recovery:
         self.reports.append(report)
         version = FORMAT_VERSION
         with mapped(self._path(name)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             reader = None
             try:
                 reader, records = segment_records(buf, base)
