@@ -82,11 +82,12 @@ def _all_zero(buf: bytes, start: int) -> bool:
     return True
 
 
-SCAN_MAX_CANDIDATES = 1 << 18
-"""Candidate offsets the version-2 damage scan checksums before it gives up. Past this it cannot
-rule out a record after the damage and judges as if it had found one: a refusal, never a silent
-cut. About 0.3 s of Python (1 s on a loaded machine); random bytes hold this many candidates only
-in about 128 MiB, so only long stretches of bytes like 0x01 (a value made of them) exhaust it."""
+SCAN_MAX_CANDIDATES = 1 << 19
+"""Offsets holding a DATA or END byte that the version-2 damage scan looks at before it gives up.
+Past this it cannot rule out a record after the damage and judges as if it had found one: a
+refusal, never a silent cut. About half a second of Python at worst; random bytes hold this
+many in about 64 MiB (four default segments), so only long stretches of 0x01 or 0x02 bytes (a
+large value made of them) exhaust it."""
 V1_SCAN_BUDGET_BYTES = 64 * 1024 * 1024
 """Payload bytes the version-1 scan may checksum (it checksums a candidate once per number)."""
 
@@ -117,22 +118,19 @@ def record_header_after(buf: bytes, start: int) -> Sighting | None:
 
     "Could a valid record start here": a DATA or END type, a length in range and a matching
     header checksum; the payload need not be complete. Linear in the bytes after ``start``:
-    only offsets whose type and length bytes fit are checksummed, at most
-    ``SCAN_MAX_CANDIDATES`` of them.
+    only offsets whose type byte fits are looked at (at most ``SCAN_MAX_CANDIDATES``), and only
+    those whose length fits too are checksummed.
     """
     last = len(buf) - RECORD_HEADER_SIZE  # the last offset with room for a whole header
-    checked = 0
-    for at in _type_bytes(buf, start + _TYPE_AT):
+    for seen, at in enumerate(_type_bytes(buf, start + _TYPE_AT), 1):
         q = at - _TYPE_AT
         if q > last:
             return None
-        if buf[q + _LENGTH_TOP_AT] >= _LENGTH_TOP_LIMIT:
-            continue
-        length, rtype, stored, _ = unpack_record_header(buf, q)
-        if header_checksum(length, rtype) == stored:
-            return Sighting(q, True)
-        checked += 1
-        if checked >= SCAN_MAX_CANDIDATES:
+        if buf[q + _LENGTH_TOP_AT] < _LENGTH_TOP_LIMIT:
+            length, rtype, stored, _ = unpack_record_header(buf, q)
+            if header_checksum(length, rtype) == stored:
+                return Sighting(q, True)
+        if seen >= SCAN_MAX_CANDIDATES:
             return Sighting(q, False)
     return None
 
