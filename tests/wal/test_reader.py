@@ -15,6 +15,7 @@ from minidb.wal._format import (
     MAX_PAYLOAD_BYTES,
     FileKind,
     Malformed,
+    RecordType,
     crc32c,
     encode_end,
     encode_header,
@@ -160,9 +161,28 @@ def test_reader_v2_scan_gives_up_on_a_tail_full_of_candidates_and_refuses() -> N
     assert not info.value.torn and time.monotonic() - started < 20
 
 
-def test_reader_refuses_an_end_record_in_a_segment() -> None:
-    """Segments end where their bytes end; an END record in one is damage."""
-    _, problem, _ = _read(_segment() + encode_end(3, 3))
+def test_reader_accepts_an_end_record_closing_a_segment() -> None:
+    """A version-2 segment may end with an END holding its count: the reader marks it sealed."""
+    buf = _segment() + encode_end(3, 3)
+    reader, records = segment_records(buf, 0)
+    assert [r.payload for r in records] == PAYLOADS
+    assert reader.sealed and reader.count == 3 and reader.good_offset == len(buf)
+
+
+def test_reader_refuses_a_wrong_or_followed_end_in_a_segment() -> None:
+    """An END with the wrong count, or with bytes after it, is damage, never a torn tail."""
+    _, problem, _ = _read(_segment() + encode_end(3, 2))
+    assert problem is not None and not problem.torn and "END says 2" in problem.reason
+    _, problem, _ = _read(_segment() + encode_end(3, 3) + b"\x00")
+    assert problem is not None and not problem.torn and "after the END" in problem.reason
+
+
+def test_reader_refuses_an_end_record_in_a_v1_segment() -> None:
+    """Version-1 segments had no END record: one there is damage."""
+    buf = encode_header(FileKind.SEGMENT, 0, LEGACY_VERSION) + encode_record(
+        0, b"", RecordType.END, LEGACY_VERSION
+    )
+    _, problem, _ = _read(buf)
     assert problem is not None and not problem.torn
 
 

@@ -170,14 +170,13 @@ def test_recovery_torn_tail_in_older_segment_refuses(data_dir: pathlib.Path) -> 
 
 
 def test_recovery_missing_segment_refuses(data_dir: pathlib.Path) -> None:
-    """A gap in the segment numbers refuses at the end of the segment before it, naming the
-    missing one too (the bytes cannot tell a deleted segment from a cut one)."""
+    """A gap after a segment closed by its END record is a missing segment, named in the error."""
     write_log(data_dir, RECORDS, segment_bytes=60)
     files = segments(data_dir)
     assert len(files) >= 3
     files[1].unlink()
-    err = _expect_corruption(data_dir, files[0].name, os.path.getsize(files[0]))
-    assert "missing" in str(err) and files[1].name in str(err)
+    err = _expect_corruption(data_dir, files[1].name, 0)
+    assert "missing" in str(err) and files[0].name in str(err)
 
 
 def test_recovery_older_segment_cut_at_a_record_boundary_refuses(data_dir: pathlib.Path) -> None:
@@ -190,6 +189,45 @@ def test_recovery_older_segment_cut_at_a_record_boundary_refuses(data_dir: pathl
     os.truncate(first, cut)
     err = _expect_corruption(data_dir, first.name, cut)
     assert "cut short" in str(err)
+
+
+def test_recovery_older_segment_missing_only_its_end_refuses(data_dir: pathlib.Path) -> None:
+    """An older segment cut exactly before its closing END lost no record, but is still damage."""
+    write_log(data_dir, RECORDS, segment_bytes=100)
+    first = segments(data_dir)[0]
+    end_record = RECORD_HEADER_SIZE + 8
+    os.truncate(first, os.path.getsize(first) - end_record)
+    err = _expect_corruption(data_dir, first.name, os.path.getsize(first))
+    assert "END" in str(err)
+
+
+def test_recovery_newest_segment_closed_by_end_continues_in_a_new_one(
+    data_dir: pathlib.Path,
+) -> None:
+    """A crash between closing a segment and creating the next leaves the newest closed: the
+    log starts the next segment and appends there."""
+    write_log(data_dir, RECORDS, segment_bytes=100)
+    newest = segments(data_dir)[-1]
+    newest.unlink()  # the segment whose creation the crash prevented
+    log, got = replay_all(data_dir)
+    log.append(rec(b"SET users after 1"))
+    log.sync()
+    log.close()
+    assert got == RECORDS[: int(newest.name[4:20], 16)]
+    assert replay_all(data_dir)[1] == [*got, rec(b"SET users after 1")]
+
+
+def test_recovery_v1_gap_names_the_older_segment_and_the_missing_one(
+    data_dir: pathlib.Path,
+) -> None:
+    """Version 1 closed no segment: a gap names the older segment and the possibly missing one."""
+    from .test_compat import write_v1_dir
+
+    write_v1_dir(data_dir, {0: [b"SET b a 1", b"SET b b 2"], 3: [b"SET b c 3"]})
+    err = _expect_corruption(data_dir, "wal-0000000000000000.log", os.path.getsize(
+        data_dir / "wal-0000000000000000.log"
+    ))
+    assert "cut short" in str(err) and "wal-0000000000000002.log is missing" in str(err)
 
 
 def test_recovery_overlapping_segments_refuse(data_dir: pathlib.Path) -> None:

@@ -1,10 +1,11 @@
 """``DurableLog``: the write-ahead log the store's data owner writes through.
 
 It ties the pieces together: replay at open (``_recovery``), group-committed appends to the
-newest segment (``_writer``), checkpoints that replace the history by a snapshot
-(``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It implements the
-store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``, ``checkpoint``,
-``close``) and is synchronous.
+newest segment (``_writer``), each segment closed by an END record before the next is created
+(so replay can tell a cut segment from a missing one), checkpoints that replace the history
+by a snapshot (``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It
+implements the store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``,
+``checkpoint``, ``close``) and is synchronous.
 
 Threads: one thread (the owner's loop) calls everything, except that the write-and-fdatasync
 half of a sync may run in a worker thread while the owner keeps appending the next batch:
@@ -49,7 +50,7 @@ from minidb.wal._files import (
     snapshot_name,
     write_atomically,
 )
-from minidb.wal._format import FILE_HEADER_SIZE, FORMAT_VERSION, encode_record
+from minidb.wal._format import FILE_HEADER_SIZE, FORMAT_VERSION, encode_end, encode_record
 from minidb.wal._manifest import Manifest
 from minidb.wal._ops import Op
 from minidb.wal._recovery import FileReport, Recovery
@@ -187,9 +188,11 @@ class DurableLog:
                 self._writer = SegmentWriter.create(self.directory, tail.base)
         else:
             self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
-            if tail.version != FORMAT_VERSION:
+            if tail.version != FORMAT_VERSION or tail.sealed:
+                # Never append to an older version's file, nor after an END that closed one
+                # (a crash between closing a segment and creating the next leaves that).
                 with _creating(self.directory, segment_name(tail.next_number)):
-                    self._start_segment(tail.next_number)
+                    self._start_segment(tail.next_number, close=False)
         self._next_number = tail.next_number
         remove(self.directory, recovery.stale_files())
         self._log_bytes = recovery.log_bytes
@@ -384,12 +387,19 @@ class DurableLog:
             raise WalError(f"log is {self._state.value}, not open for writing", path=self.directory)
         return self._writer
 
-    def _start_segment(self, base: int) -> SegmentWriter:
-        # The current segment is fully synced (a failed sync would have failed the log), so it
-        # can be left behind; its name and size tell replay where the new one must begin.
+    def _start_segment(self, base: int, *, close: bool = True) -> SegmentWriter:
+        # The current segment is fully synced (a failed sync would have failed the log). It is
+        # closed with an END record holding its count, made durable before the next segment
+        # exists, so replay can tell an older segment that was cut (no END) from a missing
+        # next one. ``close`` is false for a segment that cannot take one (a version-1 file,
+        # or one already closed).
+        old = self._writer
+        assert old is not None
+        if close:
+            old.write(encode_end(base, base - old.base))
+            old.datasync()
         new = SegmentWriter.create(self.directory, base)
-        assert self._writer is not None
-        self._writer.close()
+        old.close()
         self._writer = new
         self._segments_created += 1
         return new

@@ -180,7 +180,8 @@ def encode_record(
 
 
 def encode_end(number: int, count: int, version: int = FORMAT_VERSION) -> bytes:
-    """The END record that closes a snapshot or manifest holding ``count`` DATA records."""
+    """The END record that closes a snapshot, a manifest or a (version-2) segment the log
+    moved on from, holding ``count`` DATA records."""
     return encode_record(number, _COUNT.pack(count), RecordType.END, version)
 
 

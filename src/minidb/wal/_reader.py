@@ -185,6 +185,7 @@ class RecordReader:
         self.version = version
         self.good_offset = start
         self.count = 0
+        self.sealed = False  # a segment closed by its END record (set by ``segment_records``)
 
     def __iter__(self) -> Iterator[Record]:
         return self._iter_v2() if self.version == FORMAT_VERSION else self._iter_v1()
@@ -289,8 +290,11 @@ class RecordReader:
 def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Record]]:
     """The reader and the DATA records of a log segment whose header is checked against ``base``.
 
-    Raises ``Malformed`` for a bad header (torn if the file is shorter than one), an END record
-    (segments have none), or whatever the reader finds.
+    A version-2 segment may end with an END record (the log closes a segment before it starts
+    the next one): its count must match, nothing may follow it, and the reader's ``sealed`` is
+    then set (``good_offset`` includes it, ``count`` does not). Raises ``Malformed`` for a bad
+    header (torn if the file is shorter than one), an END in a version-1 segment, or whatever
+    the reader finds.
     """
     header = decode_header(buf, FileKind.SEGMENT)
     if header.base != base:
@@ -301,11 +305,29 @@ def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Recor
 
     def records() -> Iterator[Record]:
         for record in reader:
-            if record.type is not RecordType.DATA:
-                raise Malformed("END record in a log segment", offset=record.offset)
-            yield record
+            if record.type is RecordType.DATA:
+                yield record
+                continue
+            if header.version != FORMAT_VERSION:
+                raise Malformed("END record in a version-1 log segment", offset=record.offset)
+            _check_end(record, reader.count)
+            end = record.offset + RECORD_HEADER_SIZE + len(record.payload)
+            if end != len(buf):
+                raise Malformed("bytes after the END record that closed the segment", offset=end)
+            reader.good_offset, reader.sealed = end, True
+            return
 
     return reader, records()
+
+
+def _check_end(record: Record, count: int) -> None:
+    """An END record must carry the count of DATA records before it."""
+    try:
+        expected = decode_count(record.payload)
+    except ValueError as exc:
+        raise Malformed(str(exc), offset=record.offset) from None
+    if expected != count:
+        raise Malformed(f"END says {expected} records, file has {count}", offset=record.offset)
 
 
 def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Iterator[Record]:
@@ -324,16 +346,8 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
         reader = RecordReader(buf, 0, version=header.version)
         for record in reader:
             if record.type is RecordType.END:
-                try:
-                    expected = decode_count(record.payload)
-                except ValueError as exc:
-                    raise Malformed(str(exc), offset=record.offset) from None
                 # The reader counts a record after handing it out: here, the records before END.
-                if expected != reader.count:
-                    raise Malformed(
-                        f"END says {expected} records, file has {reader.count}",
-                        offset=record.offset,
-                    )
+                _check_end(record, reader.count)
                 end = record.offset + record_header_size(header.version) + len(record.payload)
                 if end != len(buf):
                     raise Malformed("bytes after the END record", offset=end)

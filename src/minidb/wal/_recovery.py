@@ -47,6 +47,7 @@ class FileReport:
     problem_offset: int | None = None
     torn: bool = False  # the problem is a torn tail that opening the log cuts off
     version: int | None = None  # the format version its header claims (None: too short)
+    sealed: bool = False  # a segment closed by its END record when the log moved on from it
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ class Tail:
     next_number: int
     torn: FileReport | None  # set when bytes past good_offset are a torn tail to cut
     version: int = FORMAT_VERSION  # the segment's format version (a torn header counts as new)
+    sealed: bool = False  # closed by an END record: appending continues in a new segment
+
+
+def _unsealed(report: FileReport) -> bool:
+    """A version-2 segment that another follows but that was not closed: it was cut."""
+    return report.version == FORMAT_VERSION and not report.sealed
 
 
 class Recovery:
@@ -129,7 +136,7 @@ class Recovery:
                 raise self._missing(
                     segment_name(expected), f" (the next segment is {segment_name(base)})"
                 )
-            if previous is not None and base != expected:
+            if previous is not None and (base != expected or _unsealed(previous)):
                 raise self._broken_chain(previous, expected, base)
             newest = index == len(chain) - 1
             previous = yield from self._segment(base, newest)
@@ -139,9 +146,28 @@ class Recovery:
 
     def _broken_chain(self, previous: FileReport, expected: int, base: int) -> CorruptionError:
         """Segments that do not continue each other's count (``docs/wal-format.md``, step 4)."""
+        if previous.sealed and base > expected:
+            # The older segment is whole (its END says how many records it holds): the
+            # segment that continued it is gone.
+            return self._missing(
+                segment_name(expected),
+                f" ({previous.name} closed at record {expected}, the next segment is "
+                f"{segment_name(base)})",
+            )
+        if _unsealed(previous):
+            # A version-2 segment is closed with END before the next one is created, so an
+            # older one without it was cut, at a record boundary or inside its END.
+            lost = "no record lost"
+            if base > expected:
+                lost = f"records {expected}..{base - 1} are missing"
+            reason = (
+                f"an older segment without its closing END record: it was cut short ({lost}; "
+                f"the next segment is {segment_name(base)})"
+            )
+            return self._corrupt(previous, Malformed(reason, offset=previous.good_offset))
         if base > expected:
-            # Records [expected, base) are gone: the older segment was cut at a record boundary,
-            # or the segment that held them was deleted. Its end is the place provably wrong.
+            # Version 1 closes nothing: a cut at a record boundary and a deleted segment leave
+            # the same bytes. The older segment's end is the place provably wrong.
             reason = (
                 f"its records end before number {expected} but the next segment is "
                 f"{segment_name(base)}: records {expected}..{base - 1} are missing (this segment "
@@ -202,8 +228,11 @@ class Recovery:
                 report.problem, report.problem_offset, report.torn = exc.reason, exc.offset, True
             good = reader.good_offset if reader is not None else 0
             report.good_offset = good
+            report.sealed = reader is not None and reader.sealed
         self.log_bytes += report.good_offset
         if newest:
             torn = report if report.torn else None
-            self.tail = Tail(base, report.good_offset, base + report.records, torn, version)
+            self.tail = Tail(
+                base, report.good_offset, base + report.records, torn, version, report.sealed
+            )
         return report
