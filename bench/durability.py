@@ -3,11 +3,11 @@
 Parts (``--part``, default all that exist):
 
 ``replay``
-    Write N records (``SET bench k<i % keys> <value>``) into a fresh log with one sync per 256
-    records and no checkpoint, close it, then time ``open_log`` plus the full replay iteration:
-    records/s from segments. Then checkpoint the same number of records as a snapshot and time
-    the replay again: records/s from a snapshot. Both are pure read + decode + CRC32C cost;
-    the store's apply is not included.
+    Write N records (a ``Put`` of ``bench k<i % keys> <value>`` each) into a fresh log with one
+    sync per 256 records and no checkpoint, close it, then time ``open_log`` plus the full replay
+    iteration: records/s from segments. Then checkpoint the same number of records as a
+    snapshot and time the replay again: records/s from a snapshot. Both are pure read + CRC32C
+    + op-decode cost; the store's apply is not included.
 ``append``
     Raw ``append`` + ``sync`` on the log for batch sizes 1, 16 and 256 (one sync per batch,
     i.e. group commit of that size), printing durable records/s, syncs/s and the sync latency
@@ -53,20 +53,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from minidb.wal import open_log
+from minidb.wal import encode_put, open_log
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import server as server_bench  # bench/server.py: the one load generator
 
 BATCH_SIZES = (1, 16, 256)
-VALUE = "v" * 40  # a typical short value; the record is about 60 bytes framed
+VALUE = b"v" * 40  # a typical short value; the record is about 75 bytes framed
 
 
 def _fill(data_dir: str, n: int, keys: int) -> None:
     log, replay = open_log(data_dir, segment_bytes=1 << 30)
     assert not list(replay)
     for i in range(n):
-        log.append(f"SET bench k{i % keys} {VALUE}".encode())
+        log.append(encode_put(b"bench", b"k%d" % (i % keys), VALUE))
         if i % 256 == 255:
             log.sync()
     log.sync()
@@ -91,7 +91,7 @@ def run_replay_part(root: str, n: int) -> dict[str, Any]:
     log, replay = open_log(data_dir)
     for _ in replay:
         pass
-    log.checkpoint(f"SET bench k{i} {VALUE}".encode() for i in range(n))
+    log.checkpoint(encode_put(b"bench", b"k%d" % i, VALUE) for i in range(n))
     log.close()
     snap_seconds, snap_count = _time_replay(data_dir)
     assert snap_count == n, (snap_count, n)
@@ -112,7 +112,7 @@ def run_append_part(root: str, syncs: int) -> dict[str, Any]:
         latencies = []
         # Fewer syncs for big batches keeps every cell about equally short.
         rounds = max(20, syncs // max(1, batch // 16))
-        payloads = [f"SET bench k{i} {VALUE}".encode() for i in range(batch)]
+        payloads = [encode_put(b"bench", b"k%d" % i, VALUE) for i in range(batch)]
         start = time.perf_counter()
         for _ in range(rounds):
             for payload in payloads:
@@ -148,11 +148,11 @@ def run_checkpoint_part(root: str, sizes: tuple[int, ...]) -> dict[str, Any]:
         data_dir = os.path.join(root, f"checkpoint-{keys}")
         log, _ = open_log(data_dir, checkpoint_bytes=1)
         state = StoreState()
-        value = VALUE.encode()
+        value = VALUE
         for i in range(keys):
             state.apply(Set(b"bench", b"k%d" % i, value))
         owner = StoreOwner(state, log, mailbox=16)
-        log.append(b"SET bench k0 " + value)  # some log since the last checkpoint
+        log.append(encode_put(b"bench", b"k0", value))  # some log since the last checkpoint
         log.sync()
         job = owner._begin_checkpoint()  # what the owner does inline: the pause
         assert job is not None

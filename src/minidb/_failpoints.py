@@ -15,7 +15,8 @@ Actions:
 - ``error(ERRNO)``: every hit raises ``OSError(errno.ERRNO)``; ``error(ERRNO, N)`` only after N
   passing hits.
 
-Known names: ``store.apply``, ``store.owner``, ``wal.append``, ``wal.sync``.
+Known names: ``store.apply``, ``store.owner``, ``wal.append``, ``wal.sync``, ``wal.create``
+(creating a file of a fresh data directory, or a new segment at open).
 
 A bad specification never breaks an import (the ``minidb`` command imports modules that use
 failpoints just to build its parser, and must still answer with a one-line usage error):

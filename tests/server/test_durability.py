@@ -11,6 +11,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.server.conftest import IO_TIMEOUT_S, LineClient, ServeFactory, ServerProcess
 
@@ -383,3 +386,129 @@ def test_durability_torn_tail_is_cut_logged_and_log_continues(
     torn = [line for line in log.splitlines() if "event=wal_torn_tail_cut" in line]
     assert torn and f"file={SEGMENT_0}" in torn[0] and "offset=" in torn[0], log
     check_model(serve(data_dir=data).client(), {"k3": "value3", "k4": None, "k5": "after"})
+
+
+# -- exact replay and refusals of the log's format version 2 ----------------------------------
+
+LINE_VALUES = st.lists(
+    st.text(
+        alphabet=st.sampled_from(["\r", " ", "a", "\t", "\x00", "é", "€", "\\", ";"])
+        | st.characters(blacklist_categories=("Cs",), blacklist_characters="\n"),
+        max_size=40,
+    ).map(lambda s: s.encode("utf-8")),
+    min_size=1,
+    max_size=40,
+)
+
+
+def _set_all(conn: LineClient, values: list[bytes]) -> None:
+    # CRLF: the parser strips exactly the terminator's CR, so the value is ``value`` exactly.
+    conn.send(b"".join(b"SET exact k%d %b\r\n" % (i, v) for i, v in enumerate(values)))
+    assert [conn.read_line() for _ in values] == [b"OK"] * len(values)
+
+
+def _get_all(conn: LineClient, count: int) -> list[bytes]:
+    conn.send(b"".join(b"GET exact k%d\n" % i for i in range(count)))
+    return [conn.read_line() for _ in range(count)]
+
+
+@settings(
+    max_examples=3, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@example(values=[b"abc\r", b"\r\r", b" lead and trail ", b""])
+@given(values=LINE_VALUES)
+def test_durability_replay_returns_exactly_the_acknowledged_bytes(
+    serve: ServeFactory, tmp_path: Path, values: list[bytes]
+) -> None:
+    """Any value the line protocol acknowledges comes back byte for byte after a kill -9
+    (replay from the log) and after a clean shutdown (replay from the snapshot)."""
+    data = Path(tempfile.mkdtemp(dir=tmp_path))
+    expected = [b"VALUE " + v for v in values]
+    server = serve(data_dir=data)
+    conn = server.client()
+    _set_all(conn, values)
+    assert _get_all(conn, len(values)) == expected
+    server.kill()
+    assert not list(data.glob("snapshot-*.snap"))
+    server = serve(data_dir=data)
+    assert _get_all(server.client(), len(values)) == expected, "replayed from the log"
+    server.terminate()
+    assert server.wait() == 0
+    assert list(data.glob("snapshot-*.snap")), "a clean shutdown writes a checkpoint"
+    server = serve(data_dir=data)
+    assert _get_all(server.client(), len(values)) == expected, "replayed from the snapshot"
+    server.kill()
+
+
+def test_durability_flipped_length_bit_refuses_check_and_serve(
+    serve: ServeFactory, tmp_path: Path
+) -> None:
+    """Three acknowledged SETs, byte 21 of the first segment XORed with 0x80 (the first
+    record's length): ``wal check`` exits 1 and ``serve`` refuses, both naming file and offset,
+    instead of calling it a torn tail and dropping all three keys."""
+    data = tmp_path / "flip"
+    _write_and_kill(serve, data, 3)
+    segment = data / SEGMENT_0
+    raw = bytearray(segment.read_bytes())
+    raw[21] ^= 0x80
+    segment.write_bytes(bytes(raw))
+    check = subprocess.run(
+        [sys.executable, "-m", "minidb", "wal", "check", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=START_TIMEOUT_S,
+    )
+    assert check.returncode == 1, check.stdout
+    assert f"{SEGMENT_0}: offset 20:" in check.stderr, check.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "minidb", "serve", "--port", "0", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=START_TIMEOUT_S,
+    )
+    assert out.returncode == 1 and "listening" not in out.stdout
+    assert f"{SEGMENT_0}: offset 20:" in out.stderr and "byte offset 20" in out.stderr, out.stderr
+    assert segment.read_bytes() == bytes(raw)  # nothing was cut
+
+
+def test_durability_v1_data_dir_serves_the_same_values_and_continues(
+    serve: ServeFactory, tmp_path: Path
+) -> None:
+    """A data dir written in format version 1 serves its values exactly (a trailing CR kept),
+    takes new writes, and serves all of them after a kill -9 and a clean restart."""
+    from tests.wal.test_compat import write_v1_dir
+
+    data = tmp_path / "v1"
+    write_v1_dir(data, {0: [b"SET users a abc\r", b"SET users b x y ", b"DEL users b"]})
+    server = serve(data_dir=data)
+    conn = server.client()
+    assert conn.request("GET users a") == "VALUE abc\r"
+    assert conn.request("GET users b") == "NIL"
+    assert conn.request("SET users c new") == "OK"
+    server.kill()
+    server = serve(data_dir=data)
+    check_model(server.client(), {"a": "abc\r", "b": None, "c": "new"})
+    server.terminate()
+    assert server.wait() == 0
+    check_model(serve(data_dir=data).client(), {"a": "abc\r", "b": None, "c": "new"})
+
+
+def test_durability_lock_refusal_names_the_data_dir(serve: ServeFactory, tmp_path: Path) -> None:
+    """A second server on a data dir in use refuses to start, naming the directory."""
+    data = tmp_path / "locked"
+    serve(data_dir=data)
+    out = subprocess.run(
+        [sys.executable, "-m", "minidb", "serve", "--port", "0", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=START_TIMEOUT_S,
+    )
+    assert out.returncode == 1
+    assert f"data dir {data} is in use by another process" in out.stderr, out.stderr
+
+
+def test_durability_enospc_creating_a_fresh_data_dir_names_the_file(tmp_path: Path) -> None:
+    """ENOSPC while a fresh data dir is created: exit 1, naming the file not written."""
+    data = tmp_path / "full"
+    out = subprocess.run(
+        [sys.executable, "-m", "minidb", "serve", "--port", "0", "--data-dir", str(data)],
+        capture_output=True, text=True, timeout=START_TIMEOUT_S,
+        env={**os.environ, "MINIDB_FAILPOINTS": "wal.create=error(ENOSPC, 1)"},
+    )
+    assert out.returncode == 1 and "listening" not in out.stdout
+    assert str(data / "MANIFEST") in out.stderr and "No space left" in out.stderr, out.stderr

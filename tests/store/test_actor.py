@@ -11,6 +11,7 @@ import minidb.runtime
 from minidb.errors import UnavailableError
 from minidb.protocol import Delete, Get, Request, Set
 from minidb.store import Batch, MemoryLog, StoreOwner, StoreState
+from minidb.wal import encode_put, encode_remove
 
 
 class Sink:
@@ -37,7 +38,9 @@ def test_owner_group_syncs_once_and_answers_in_order() -> None:
     third = _batch(a, Delete(b"u", b"x"))
     owner.commit([first, second, third])
     assert log.syncs == 1
-    assert log.synced == [b"SET u x 1", b"SET u y 2", b"DEL u x"]
+    assert log.synced == [
+        encode_put(b"u", b"x", b"1"), encode_put(b"u", b"y", b"2"), encode_remove(b"u", b"x"),
+    ]
     assert first.replies == [b"OK\n", b"VALUE 1\n"]
     assert second.replies == [b"OK\n", b"NIL\n"]
     assert third.replies == [b"OK\n"]
@@ -76,13 +79,14 @@ def test_owner_log_failure_acknowledges_nothing_and_turns_read_only(failure: str
 
 
 def test_owner_checkpoints_when_log_asks() -> None:
-    """When the log wants a checkpoint it gets the whole store as SET records."""
+    """When the log wants a checkpoint it gets the whole store as Put records."""
     log = MemoryLog(checkpoint_every=3)
     owner = StoreOwner(StoreState(), log, mailbox=10)
     owner.commit([_batch(Sink(), Set(b"u", b"x", b"1"), Set(b"u", b"x", b"2"))])
     owner.commit([_batch(Sink(), Set(b"u", b"y", b"3"))])
     assert log.checkpoints == 1
-    assert sorted(log.synced) == [b"SET u x 2", b"SET u y 3"]
+    expected = [encode_put(b"u", b"x", b"2"), encode_put(b"u", b"y", b"3")]
+    assert sorted(log.synced) == sorted(expected)
 
 
 def test_owner_timed_out_batch_keeps_its_busy_replies_but_write_lands() -> None:

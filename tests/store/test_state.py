@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.protocol import Delete, Get, Invalid, Scan, Set, parse_reply, parse_request
+from minidb.errors import WalError
+from minidb.protocol import Delete, Get, Invalid, Scan, Set, parse_reply
 from minidb.protocol import Keys as KeysReply
 from minidb.store import Journal, StoreState
+from minidb.wal import Expire, Flush, Put, Remove, decode_ops
 
 
 def test_state_set_then_get_returns_value() -> None:
@@ -46,9 +49,9 @@ def test_state_journal_records_only_changing_writes() -> None:
     state.execute(Get(b"b", b"k"), journal)
     state.execute(Delete(b"b", b"missing"), journal)
     state.execute(Delete(b"b", b"k"), journal)
-    assert journal.records == [b"SET b k v 1", b"DEL b k"]
-    for record in journal.records:
-        assert parse_request(record) in (Set(b"b", b"k", b"v 1"), Delete(b"b", b"k"))
+    assert [decode_ops(r) for r in journal.records] == [
+        [Put(b"b", b"k", b"v 1")], [Remove(b"b", b"k")],
+    ]
 
 
 def test_state_rollback_restores_previous_values() -> None:
@@ -75,8 +78,27 @@ def test_state_records_replay_to_the_same_store() -> None:
         state.apply(Set(b"b%d" % (i % 3), b"k%d" % i, b"v %d " % i))
     copy = StoreState()
     for record in state.records():
-        copy.apply(parse_request(record))
+        copy.apply_ops(decode_ops(record))
     assert sorted(copy.records()) == sorted(state.records())
+
+
+def test_state_apply_ops_applies_put_remove_and_flush_in_order() -> None:
+    """Replay applies a record's operations in order: puts, removes, and both kinds of flush."""
+    state = StoreState()
+    state.apply_ops([Put(b"a", b"k", b"v\r"), Put(b"b", b"k", b""), Put(b"c", b"k", b"1")])
+    assert state.apply(Get(b"a", b"k")) == b"VALUE v\r\n"
+    state.apply_ops([Remove(b"a", b"k"), Remove(b"a", b"missing"), Flush(b"b")])
+    assert len(state) == 1 and state.apply(Get(b"c", b"k")) == b"VALUE 1\n"
+    state.apply_ops([Expire(b"c", b"k", None), Flush(None)])
+    assert len(state) == 0
+
+
+def test_state_apply_ops_refuses_an_expiry_it_cannot_keep() -> None:
+    """This store keeps no expiry times, so an op carrying one is refused, not dropped."""
+    with pytest.raises(WalError, match="expiry"):
+        StoreState().apply_ops([Put(b"a", b"k", b"v", 1700000000000)])
+    with pytest.raises(WalError, match="expiry"):
+        StoreState().apply_ops([Expire(b"a", b"k", 1700000000000)])
 
 
 def _scan_all(state: StoreState, bucket: bytes, count: int) -> list[str]:

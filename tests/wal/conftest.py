@@ -7,10 +7,16 @@ import pathlib
 
 import pytest
 
-from minidb.wal import DurableLog, open_log
-from minidb.wal._format import FILE_HEADER_SIZE, RECORD_HEADER_SIZE
+from minidb.wal import DurableLog, decode_ops, encode_ops, open_log
+from minidb.wal._format import FILE_HEADER_SIZE, LEGACY_VERSION, RECORD_HEADER_SIZE
 
-RECORDS = [f"SET users u{i} value {i}".encode() for i in range(5)]
+
+def rec(request: bytes) -> bytes:
+    """The version-2 payload of a write written as a line-protocol request, e.g. ``SET b k v``."""
+    return encode_ops(decode_ops(request, LEGACY_VERSION))
+
+
+RECORDS = [rec(f"SET users u{i} value {i}".encode()) for i in range(5)]
 
 
 def write_log(
@@ -26,9 +32,10 @@ def write_log(
 
 
 def replay_all(data_dir: pathlib.Path) -> tuple[DurableLog, list[bytes]]:
-    """Open the log and replay it completely."""
+    """Open the log and replay it completely; each record's operations encoded again (the
+    encoding is canonical, so this is the payload that was appended)."""
     log, replay = open_log(data_dir)
-    return log, list(replay)
+    return log, [encode_ops(ops) for ops in replay]
 
 
 def segments(data_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -59,6 +66,15 @@ def flip(path: pathlib.Path, offset: int) -> None:
         byte = f.read(1)
         f.seek(offset)
         f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def flip_bit(path: pathlib.Path, offset: int, mask: int) -> None:
+    """XOR one byte of ``path`` with ``mask``."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ mask]))
 
 
 @pytest.fixture

@@ -6,7 +6,11 @@ import pathlib
 import subprocess
 import sys
 
-from .conftest import RECORDS, flip, record_offsets, segments, write_log
+from minidb.wal import Flush, Put, decode_ops, encode_ops
+from minidb.wal._format import RECORD_HEADER_SIZE
+from minidb.wal._payload import describe
+
+from .conftest import RECORDS, flip, rec, record_offsets, segments, write_log
 
 
 def _minidb(*args: str) -> subprocess.CompletedProcess[str]:
@@ -58,17 +62,21 @@ def test_cli_wal_check_refuses_a_missing_dir(tmp_path: pathlib.Path) -> None:
 
 
 def test_cli_wal_dump_prints_records_like_a_transcript(data_dir: pathlib.Path) -> None:
-    """Dump prints each record's request line, snapshot first, files marked with comments."""
-    write_log(data_dir, [b"SET users alice hello world", b"DEL users bob"])
+    """Dump prints each record's operations, escaped, snapshot first, files marked."""
+    group = encode_ops([Put(b"b", b"k", b"a\r\n\x00\\;\"", 1700000000000), Flush(None)])
+    write_log(data_dir, [rec(b"SET users alice hello world"), rec(b"DEL users bob"), group])
     out = _minidb("wal", "dump", "--data-dir", str(data_dir))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == [
         "# wal-0000000000000000.log",
-        "SET users alice hello world",
+        "PUT users alice hello\\x20world",
         "DEL users bob",
+        "PUT b k a\\x0d\\x0a\\x00\\\\\\x3b\\x22 PXAT 1700000000000 ; FLUSHALL",
     ]
     numbered = _minidb("wal", "dump", "--numbers", "--data-dir", str(data_dir))
-    assert numbered.stdout.splitlines()[1:] == ["0 SET users alice hello world", "1 DEL users bob"]
+    assert numbered.stdout.splitlines()[1:3] == [
+        "0 PUT users alice hello\\x20world", "1 DEL users bob",
+    ]
 
 
 def test_cli_wal_dump_exits_1_on_corruption(five_records: pathlib.Path) -> None:
@@ -77,7 +85,7 @@ def test_cli_wal_dump_exits_1_on_corruption(five_records: pathlib.Path) -> None:
     flip(segments(five_records)[0], middle + 12)
     out = _minidb("wal", "dump", "--data-dir", str(five_records))
     assert out.returncode == 1
-    assert out.stdout.splitlines()[1:] == [r.decode() for r in RECORDS[:2]]
+    assert out.stdout.splitlines()[1:] == [describe(decode_ops(r)) for r in RECORDS[:2]]
     assert f"offset {middle}" in out.stderr
 
 
@@ -86,15 +94,14 @@ def test_cli_wal_check_names_a_corrupt_snapshot(data_dir: pathlib.Path) -> None:
     from minidb.wal import open_log
 
     log, _ = open_log(data_dir)
-    log.append(b"SET b k 1")
+    log.append(rec(b"SET b k 1"))
     log.sync()
-    log.checkpoint([b"SET b k 1", b"SET b j 2"])
+    log.checkpoint([rec(b"SET b k 1"), rec(b"SET b j 2")])
     log.close()
     (snapshot,) = data_dir.glob("snapshot-*.snap")
-    flip(snapshot, 40)
+    second = 20 + RECORD_HEADER_SIZE + len(rec(b"SET b k 1"))
+    flip(snapshot, second + RECORD_HEADER_SIZE + 2)
     out = _minidb("wal", "check", "--data-dir", str(data_dir))
     assert out.returncode == 1
-    assert (
-        snapshot.name in out.stderr and "offset 38" in out.stderr
-    )  # the second record: 20 + 9 + 9
+    assert f"{snapshot.name}: offset {second}: " in out.stderr
     assert any(x.startswith("wal-") and "not checked" in x for x in out.stdout.splitlines())

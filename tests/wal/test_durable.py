@@ -14,10 +14,11 @@ import pytest
 
 from minidb import _failpoints
 from minidb.errors import WalError
-from minidb.wal import DurableLog, open_log
+from minidb.wal import DurableLog, Put, decode_ops, open_log
 from minidb.wal import _durable as durable_module
+from minidb.wal._format import RECORD_HEADER_SIZE
 
-from .conftest import RECORDS, replay_all, segments, write_log
+from .conftest import RECORDS, rec, replay_all, segments, write_log
 
 
 def _failpoints_set(monkeypatch: pytest.MonkeyPatch, spec: str) -> None:
@@ -53,23 +54,24 @@ def test_durable_log_append_counts_appends_and_syncs_separately(data_dir: pathli
     """Sixteen appends and one sync are sixteen appends and one sync (group commit)."""
     log, _ = replay_all(data_dir)
     for i in range(16):
-        log.append(f"SET b k{i} v".encode())
+        log.append(rec(f"SET b k{i} v".encode()))
     log.sync()
     log.sync()  # nothing pending: no fsync, not counted
     stats = log.statistics()
     log.close()
     assert (stats.appends, stats.syncs) == (16, 1)
-    assert stats.bytes == sum(9 + len(f"SET b k{i} v") for i in range(16))
+    framed = [RECORD_HEADER_SIZE + len(rec(f"SET b k{i} v".encode())) for i in range(16)]
+    assert stats.bytes == sum(framed)
 
 
 def test_durable_log_close_drops_unsynced_records(data_dir: pathlib.Path) -> None:
     """A record that was appended but never synced was never acknowledged and is not kept."""
     log, _ = replay_all(data_dir)
-    log.append(b"SET b synced 1")
+    log.append(rec(b"SET b synced 1"))
     log.sync()
-    log.append(b"SET b unsynced 2")
+    log.append(rec(b"SET b unsynced 2"))
     log.close()
-    assert replay_all(data_dir)[1] == [b"SET b synced 1"]
+    assert replay_all(data_dir)[1] == [rec(b"SET b synced 1")]
 
 
 def test_durable_log_refuses_appends_before_replay_finishes(five_records: pathlib.Path) -> None:
@@ -77,22 +79,43 @@ def test_durable_log_refuses_appends_before_replay_finishes(five_records: pathli
     log, replay = open_log(five_records)
     next(replay)
     with pytest.raises(WalError, match="replaying"):
-        log.append(b"SET b k v")
+        log.append(rec(b"SET b k v"))
     log.close()
 
 
 def test_durable_log_refuses_a_second_opener(data_dir: pathlib.Path) -> None:
     """Two logs on one directory would interleave records; the second open is refused."""
     log, _ = replay_all(data_dir)
-    with pytest.raises(WalError, match="in use"):
+    with pytest.raises(WalError, match="in use") as info:
         open_log(data_dir)
+    assert str(data_dir) in str(info.value) and info.value.path == str(data_dir)
     log.close()
     replay_all(data_dir)[0].close()
 
 
+@pytest.mark.parametrize(
+    "spec, name",
+    [("wal.create=error(ENOSPC)", "wal-0000000000000000.log"),
+     ("wal.create=error(ENOSPC, 1)", "MANIFEST")],
+)
+def test_durable_log_creation_error_names_the_file(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch, spec: str, name: str
+) -> None:
+    """A disk error while creating a fresh data dir says which file could not be written."""
+    _failpoints_set(monkeypatch, spec)
+    with pytest.raises(WalError) as info:
+        open_log(data_dir)
+    assert info.value.path == str(data_dir / name)
+    assert str(data_dir / name) in str(info.value) and "No space left" in str(info.value)
+    monkeypatch.setattr(_failpoints, "ACTIVE", {})
+    log, got = replay_all(data_dir)  # the half-created directory is created again
+    log.close()
+    assert got == []
+
+
 def test_durable_log_rolls_segments_and_replays_across_them(data_dir: pathlib.Path) -> None:
     """Past ``segment_bytes`` a new segment starts; replay reads them all in order."""
-    records = [f"SET b k{i} {'x' * 40}".encode() for i in range(50)]
+    records = [rec(f"SET b k{i} {'x' * 40}".encode()) for i in range(50)]
     write_log(data_dir, records, segment_bytes=300)
     assert len(segments(data_dir)) > 5
     assert replay_all(data_dir)[1] == records
@@ -103,10 +126,10 @@ def test_durable_log_wants_checkpoint_after_checkpoint_bytes(data_dir: pathlib.P
     log, _ = open_log(data_dir, checkpoint_bytes=500)
     assert not log.wants_checkpoint()
     while not log.wants_checkpoint():
-        log.append(b"SET b k " + b"v" * 50)
+        log.append(rec(b"SET b k " + b"v" * 50))
         log.sync()
     assert log.statistics().log_bytes >= 500
-    log.checkpoint([b"SET b k " + b"v" * 50])
+    log.checkpoint([rec(b"SET b k " + b"v" * 50)])
     assert not log.wants_checkpoint()
     log.close()
 
@@ -117,30 +140,30 @@ def test_durable_log_replays_checkpoint_then_later_writes(data_dir: pathlib.Path
     for record in RECORDS:
         log.append(record)
     log.sync()
-    snapshot = [b"SET users u0 value 0", b"SET users u1 value 1"]
+    snapshot = [rec(b"SET users u0 value 0"), rec(b"SET users u1 value 1")]
     log.checkpoint(snapshot)
-    log.append(b"DEL users u0")
-    log.append(b"SET users u9 nine")
+    log.append(rec(b"DEL users u0"))
+    log.append(rec(b"SET users u9 nine"))
     log.sync()
     log.close()
     names = sorted(os.listdir(data_dir))
     assert [n for n in names if n.startswith("snapshot-")] == ["snapshot-0000000000000005.snap"]
     assert [n for n in names if n.startswith("wal-")] == ["wal-0000000000000005.log"]
-    assert replay_all(data_dir)[1] == [*snapshot, b"DEL users u0", b"SET users u9 nine"]
+    assert replay_all(data_dir)[1] == [*snapshot, rec(b"DEL users u0"), rec(b"SET users u9 nine")]
 
 
 def test_durable_log_second_checkpoint_removes_the_first(data_dir: pathlib.Path) -> None:
     """Each checkpoint deletes the segments and the snapshot it supersedes."""
     log, _ = open_log(data_dir)
     for round_ in range(3):
-        log.append(f"SET b k {round_}".encode())
+        log.append(rec(f"SET b k {round_}".encode()))
         log.sync()
-        log.checkpoint([f"SET b k {round_}".encode()])
-    log.checkpoint([b"SET b k 2"])  # nothing new since: same position, replaced in place
+        log.checkpoint([rec(f"SET b k {round_}".encode())])
+    log.checkpoint([rec(b"SET b k 2")])  # nothing new since: same position, replaced in place
     log.close()
     names = sorted(n for n in os.listdir(data_dir) if n != "LOCK")
     assert names == ["MANIFEST", "snapshot-0000000000000003.snap", "wal-0000000000000003.log"]
-    assert replay_all(data_dir)[1] == [b"SET b k 2"]
+    assert replay_all(data_dir)[1] == [rec(b"SET b k 2")]
 
 
 def test_durable_log_restart_cost_follows_live_data_not_history(data_dir: pathlib.Path) -> None:
@@ -149,12 +172,12 @@ def test_durable_log_restart_cost_follows_live_data_not_history(data_dir: pathli
     state: dict[str, str] = {}
     for i in range(5_000):
         key, value = f"k{i % 100}", f"v{i}"
-        log.append(f"SET b {key} {value}".encode())
+        log.append(rec(f"SET b {key} {value}".encode()))
         state[key] = value
         if i % 100 == 99:
             log.sync()
             if log.wants_checkpoint():
-                log.checkpoint(f"SET b {k} {v}".encode() for k, v in state.items())
+                log.checkpoint(rec(f"SET b {k} {v}".encode()) for k, v in state.items())
     log.sync()
     log.close()
     log, got = replay_all(data_dir)
@@ -162,8 +185,9 @@ def test_durable_log_restart_cost_follows_live_data_not_history(data_dir: pathli
     assert len(got) < 100 + 4 * 1024 // 9 + 100
     replayed: dict[str, str] = {}
     for payload in got:
-        _, _, key, value = payload.decode().split(" ", 3)
-        replayed[key] = value
+        (op,) = decode_ops(payload)
+        assert isinstance(op, Put)
+        replayed[op.key.decode()] = op.value.decode()
     assert replayed == state
 
 
@@ -173,7 +197,7 @@ def test_durable_log_crash_before_manifest_switch_keeps_the_old_chain(
     """A checkpoint that dies before the manifest rename leaves a directory that replays whole."""
     write_log(data_dir, RECORDS)
     log, _ = replay_all(data_dir)
-    log.append(b"SET users late 1")
+    log.append(rec(b"SET users late 1"))
     log.sync()
     real = durable_module.write_atomically
 
@@ -184,12 +208,12 @@ def test_durable_log_crash_before_manifest_switch_keeps_the_old_chain(
 
     monkeypatch.setattr(durable_module, "write_atomically", fail_on_manifest)
     with pytest.raises(OSError):
-        log.checkpoint([b"SET users only 1"])
+        log.checkpoint([rec(b"SET users only 1")])
     log.close()
     monkeypatch.undo()
     log, got = replay_all(data_dir)
     log.close()
-    assert got == [*RECORDS, b"SET users late 1"]
+    assert got == [*RECORDS, rec(b"SET users late 1")]
     assert not list(data_dir.glob("snapshot-*"))  # the unreferenced snapshot was removed
 
 
@@ -198,16 +222,16 @@ def test_durable_log_fails_stop_after_a_sync_error(
 ) -> None:
     """After an fsync error the log refuses every write, even when the disk would work again."""
     log, _ = replay_all(data_dir)
-    log.append(b"SET b acked 1")
+    log.append(rec(b"SET b acked 1"))
     log.sync()
     _failpoints_set(monkeypatch, "wal.sync=error(ENOSPC)")
-    log.append(b"SET b refused 2")
+    log.append(rec(b"SET b refused 2"))
     with pytest.raises(OSError) as info:
         log.sync()
     assert info.value.errno == errno.ENOSPC
     monkeypatch.setattr(_failpoints, "ACTIVE", {})  # the disk "recovers": still refused
     with pytest.raises(WalError, match="disk error"):
-        log.append(b"SET b later 3")
+        log.append(rec(b"SET b later 3"))
     with pytest.raises(WalError):
         log.sync()
     with pytest.raises(WalError):
@@ -215,7 +239,7 @@ def test_durable_log_fails_stop_after_a_sync_error(
     assert log.statistics().failed and log.failure is not None
     log.close()
     # The failed batch was written but not synced: it is cut off, so it does not come back.
-    assert replay_all(data_dir)[1] == [b"SET b acked 1"]
+    assert replay_all(data_dir)[1] == [rec(b"SET b acked 1")]
 
 
 def test_durable_log_fails_stop_after_an_append_error(
@@ -224,10 +248,10 @@ def test_durable_log_fails_stop_after_an_append_error(
     """``wal.append=error(EIO, 2)`` fails the third append and everything after it."""
     log, _ = replay_all(data_dir)
     _failpoints_set(monkeypatch, "wal.append=error(EIO, 2)")
-    log.append(b"SET b one 1")
-    log.append(b"SET b two 2")
+    log.append(rec(b"SET b one 1"))
+    log.append(rec(b"SET b two 2"))
     with pytest.raises(OSError) as info:
-        log.append(b"SET b three 3")
+        log.append(rec(b"SET b three 3"))
     assert info.value.errno == errno.EIO
     with pytest.raises(WalError):
         log.sync()
@@ -263,7 +287,7 @@ def test_durable_log_fails_stop_on_a_really_full_disk(tmp_path: pathlib.Path) ->
         acked: list[bytes] = []
         error: OSError | None = None
         for i in range(10_000):
-            batch = [f"SET b k{i}-{j} {'v' * 4000}".encode() for j in range(4)]
+            batch = [rec(f"SET b k{i}-{j} {'v' * 4000}".encode()) for j in range(4)]
             for record in batch:
                 log.append(record)
             try:
@@ -274,7 +298,7 @@ def test_durable_log_fails_stop_on_a_really_full_disk(tmp_path: pathlib.Path) ->
             acked += batch
         assert error is not None and error.errno == errno.ENOSPC
         with pytest.raises(WalError):
-            log.append(b"SET b after full")
+            log.append(rec(b"SET b after full"))
         log.close()
         # Restart on the still-full disk: the partial batch is a torn tail, cut off.
         log, got = replay_all(data_dir)
@@ -293,7 +317,7 @@ def test_durable_log_write_sealed_in_a_thread_while_appending(data_dir: pathlib.
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         in_flight: concurrent.futures.Future[None] | None = None
         for round_ in range(40):
-            batch = [f"SET b k{round_}-{j} v".encode() for j in range(5)]
+            batch = [rec(f"SET b k{round_}-{j} v".encode()) for j in range(5)]
             for record in batch:
                 log.append(record)
             expected += batch
@@ -319,23 +343,23 @@ def test_durable_log_split_checkpoint_keeps_writes_made_during_it(data_dir: path
     assert log.wants_checkpoint()
     base = log.begin_checkpoint()
     assert not log.wants_checkpoint()  # one checkpoint at a time
-    log.append(b"SET users during 1")
+    log.append(rec(b"SET users during 1"))
     log.sync()
-    log.finish_checkpoint(base, [b"SET users all 5"])
+    log.finish_checkpoint(base, [rec(b"SET users all 5")])
     log.close()
-    assert replay_all(data_dir)[1] == [b"SET users all 5", b"SET users during 1"]
+    assert replay_all(data_dir)[1] == [rec(b"SET users all 5"), rec(b"SET users during 1")]
 
 
 _WRITER_SCRIPT = """
 import sys
-from minidb.wal import open_log
+from minidb.wal import encode_put, open_log
 
 log, replay = open_log(sys.argv[1])
 assert not list(replay)
 i = 0
 while True:
     for _ in range(1 + i % 7):  # batches of varying size, one sync each
-        log.append(f"SET b k{i} v{i}".encode())
+        log.append(encode_put(b"b", b"k%d" % i, b"v%d" % i))
         i += 1
     log.sync()
     print(i, flush=True)  # every record below i is acknowledged
@@ -369,4 +393,4 @@ def test_durable_log_keeps_every_acknowledged_record_across_kill_9(
     log, got = replay_all(data_dir)
     log.close()
     assert len(got) >= acked
-    assert got == [f"SET b k{i} v{i}".encode() for i in range(len(got))]
+    assert got == [rec(f"SET b k{i} v{i}".encode()) for i in range(len(got))]

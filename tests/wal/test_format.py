@@ -8,8 +8,10 @@ from hypothesis import strategies as st
 
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
+    LEGACY_VERSION,
     MAX_PAYLOAD_BYTES,
     RECORD_HEADER_SIZE,
+    V1_RECORD_HEADER_SIZE,
     FileKind,
     Malformed,
     RecordType,
@@ -58,23 +60,52 @@ def test_decode_header_rejects_a_flipped_bit() -> None:
 
 
 def test_encode_record_layout() -> None:
-    """A record is a 9-byte header (length, crc, type) and then the payload."""
+    """A record is a 13-byte header (length, type, header crc, crc) and then the payload."""
     framed = encode_record(7, b"SET b k v")
-    assert len(framed) == RECORD_HEADER_SIZE + 9
+    assert len(framed) == RECORD_HEADER_SIZE + 9 == 22
     assert framed[:4] == (9).to_bytes(4, "little")
-    assert framed[8] == RecordType.DATA
+    assert framed[4] == RecordType.DATA
+    assert framed[5:9] == crc32c(framed[:5]).to_bytes(4, "little")
     assert framed[RECORD_HEADER_SIZE:] == b"SET b k v"
 
 
 def test_encode_record_checksum_covers_the_sequence_number() -> None:
     """The same payload at another position has another checksum, so a moved record fails."""
-    assert encode_record(1, b"DEL b k")[4:8] != encode_record(2, b"DEL b k")[4:8]
+    assert encode_record(1, b"DEL b k")[9:13] != encode_record(2, b"DEL b k")[9:13]
+
+
+def test_encode_record_header_checksum_covers_length_and_type() -> None:
+    """The header checksum changes with the length and with the type, never with the number."""
+    assert encode_record(1, b"ab")[5:9] != encode_record(1, b"abc")[5:9]
+    assert encode_record(1, b"ab")[5:9] != encode_record(1, b"ab", RecordType.END)[5:9]
+    assert encode_record(1, b"ab")[5:9] == encode_record(2, b"xy")[5:9]
+
+
+def test_encode_record_writes_the_legacy_layout_for_version_1() -> None:
+    """Version 1 (for compatibility tests) is the 9-byte header: length, crc, type."""
+    framed = encode_record(7, b"SET b k v", version=LEGACY_VERSION)
+    assert len(framed) == V1_RECORD_HEADER_SIZE + 9
+    assert framed[8] == RecordType.DATA
+    assert decode_header(encode_header(FileKind.SEGMENT, 3, 1), FileKind.SEGMENT).version == 1
+
+
+def test_max_payload_holds_a_16_mib_value_with_a_64_kib_key_many_times() -> None:
+    """The maximum payload fits an MSET of dozens of maximal values, and a u32 length."""
+    assert MAX_PAYLOAD_BYTES >= 32 * (16 * 1024 * 1024 + 64 * 1024)
+    assert MAX_PAYLOAD_BYTES < 1 << 30
 
 
 def test_encode_record_refuses_an_oversized_payload() -> None:
     """The writer never frames a payload longer than the maximum the reader accepts."""
+
+    class Huge(bytes):  # claims a length without allocating a gigabyte
+        def __len__(self) -> int:
+            return MAX_PAYLOAD_BYTES + 1
+
     with pytest.raises(ValueError):
-        encode_record(0, b"x" * (MAX_PAYLOAD_BYTES + 1))
+        encode_record(0, Huge())
+    with pytest.raises(ValueError):
+        encode_record(0, b"x" * (64 * 1024 + 1), version=LEGACY_VERSION)
 
 
 def test_encode_end_round_trips_the_count() -> None:

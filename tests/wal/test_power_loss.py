@@ -23,6 +23,7 @@ import os
 import pathlib
 import random
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +36,15 @@ from minidb.server._config import ServerConfig
 from minidb.server._lifecycle import open_store
 from minidb.store import Batch, StoreOwner, StoreState
 from minidb.wal import DurableLog, _fs, open_log
-from minidb.wal._format import FILE_HEADER_SIZE, RECORD_HEADER_SIZE, encode_record
+from minidb.wal._format import (
+    FILE_HEADER_SIZE,
+    RECORD_HEADER_SIZE,
+    crc32c,
+    encode_end,
+    encode_record,
+)
+from minidb.wal._ops import Put
+from minidb.wal._payload import encode_ops
 from minidb.wal.testing import BEYOND_POWER_LOSS, POWER_LOSS, CrashFS, Damage, PowerLoss, using
 
 from .conftest import replay_all
@@ -377,10 +386,14 @@ def test_power_loss_found_by_the_sweep_opens(
     assert crash_trial(fast_dir, seed, crash_points).refused == 0
 
 
+_KV = encode_ops([Put(b"a", b"k", b"v")])
+_AFTER = encode_ops([Put(b"a", b"after", b"crash")])
+
+
 def _log_with_one_record(directory: pathlib.Path) -> pathlib.Path:
     log, replay = open_log(directory)
     assert list(replay) == []
-    log.append(b"SET a k v")
+    log.append(_KV)
     log.sync()
     log.close()
     (segment,) = sorted(directory.glob("wal-*.log"))
@@ -389,9 +402,9 @@ def _log_with_one_record(directory: pathlib.Path) -> pathlib.Path:
 
 def _reopen_and_write(directory: pathlib.Path) -> list[bytes]:
     log, replay = open_log(directory)
-    records = list(replay)
+    records = [encode_ops(ops) for ops in replay]
     assert log.torn_tail is not None, "the zeros were not recognised as a torn tail"
-    log.append(b"SET a after crash")
+    log.append(_AFTER)
     log.sync()
     log.close()
     return records
@@ -404,31 +417,38 @@ def test_record_header_cut_by_zeros_is_a_torn_tail(
     """A record whose header was cut by zeros (the file grew, the sector never came) is torn."""
     directory = tmp_path / "data"
     segment = _log_with_one_record(directory)
-    record = encode_record(1, b"SET a k2 " + b"y" * 100)
+    record = encode_record(1, encode_ops([Put(b"a", b"k2", b"y" * 100)]))
     with open(segment, "ab") as f:
         f.write(record[:written] + bytes(len(record) - written))
-    assert _reopen_and_write(directory) == [b"SET a k v"]
-    assert replay_all(directory)[1] == [b"SET a k v", b"SET a after crash"]
+    assert _reopen_and_write(directory) == [_KV]
+    assert replay_all(directory)[1] == [_KV, _AFTER]
 
 
 def test_zero_filled_newest_segment_is_a_torn_tail(tmp_path: pathlib.Path) -> None:
     """A new segment whose header never reached the disk but whose size did is rewritten."""
     directory = tmp_path / "data"
     segment = _log_with_one_record(directory)
+    with open(segment, "ab") as f:
+        f.write(encode_end(1, 1))  # the log closes a segment before it starts the next
     next_segment = segment.with_name("wal-0000000000000001.log")
     next_segment.write_bytes(bytes(FILE_HEADER_SIZE))
-    assert _reopen_and_write(directory) == [b"SET a k v"]
-    assert replay_all(directory)[1] == [b"SET a k v", b"SET a after crash"]
+    assert _reopen_and_write(directory) == [_KV]
+    assert replay_all(directory)[1] == [_KV, _AFTER]
 
 
-def test_zero_bytes_after_a_nonzero_type_byte_are_still_damage(tmp_path: pathlib.Path) -> None:
-    """Only zeros from the type byte on are a torn header; a bad type followed by zeros is not."""
+def test_verified_header_with_unknown_type_followed_by_zeros_is_damage(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A header whose own checksum verifies but whose type the writer never produces is damage,
+    whatever follows it (zeros included): only an unverifiable header can be a tear."""
     directory = tmp_path / "data"
     segment = _log_with_one_record(directory)
-    record = bytearray(encode_record(1, b"SET a k2 v"))
-    record[RECORD_HEADER_SIZE - 1] = 0x7F  # an unknown type the writer never produces
+    length = 10
+    head = struct.pack("<IB", length, 0x7F)
+    header = head + struct.pack("<I", crc32c(head)) + struct.pack("<I", 0)
+    assert len(header) == RECORD_HEADER_SIZE
     with open(segment, "ab") as f:
-        f.write(bytes(record[:RECORD_HEADER_SIZE]) + bytes(64))
+        f.write(header + bytes(64))
     with pytest.raises(CorruptionError, match="unknown record type 127"):
         replay_all(directory)
 

@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import random
+import struct
+import time
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.wal._format import FileKind, Malformed, encode_end, encode_header, encode_record
-from minidb.wal._reader import RecordReader, closed_records, segment_records
+from minidb.wal._format import (
+    LEGACY_VERSION,
+    MAX_PAYLOAD_BYTES,
+    FileKind,
+    Malformed,
+    RecordType,
+    crc32c,
+    encode_end,
+    encode_header,
+    encode_record,
+)
+from minidb.wal._reader import (
+    SCAN_MAX_CANDIDATES,
+    RecordReader,
+    closed_records,
+    segment_records,
+)
 
 PAYLOADS = [b"SET b k1 one", b"SET b k2 two", b"DEL b k1"]
 
@@ -35,7 +54,7 @@ def test_reader_reads_a_clean_segment() -> None:
     assert got == PAYLOADS and problem is None and good == len(_segment())
 
 
-@pytest.mark.parametrize("cut", range(1, 9 + len(PAYLOADS[-1])))
+@pytest.mark.parametrize("cut", range(1, 13 + len(PAYLOADS[-1])))
 def test_reader_reports_every_cut_inside_the_last_record_as_torn(cut: int) -> None:
     """Cutting the file anywhere inside the last record is a torn tail at that record."""
     full = _segment()
@@ -52,22 +71,118 @@ def test_reader_reports_a_zero_filled_tail_as_torn() -> None:
 
 
 def test_reader_reports_an_out_of_range_length_as_damage() -> None:
-    """A length the writer could never produce is damage even at the very end."""
-    got, problem, _ = _read(_segment() + b"\xff\xff\xff\xff\x00")
+    """A verified header with a length the writer could never produce is damage, even last."""
+    length = MAX_PAYLOAD_BYTES + 1
+    head = struct.pack("<IB", length, 1)
+    header = head + struct.pack("<II", crc32c(head), 0)
+    got, problem, _ = _read(_segment() + header)
     assert got == PAYLOADS and problem is not None and not problem.torn
+    assert "out of range" in problem.reason
 
 
 def test_reader_reports_an_unknown_type_as_damage() -> None:
-    """Type bytes other than DATA and END are damage."""
+    """A type byte other than DATA and END breaks the header checksum; records follow: damage."""
     raw = bytearray(_segment())
-    raw[20 + 8] = 9
+    raw[20 + 4] = 9
     _, problem, _ = _read(bytes(raw))
     assert problem is not None and not problem.torn and problem.offset == 20
 
 
-def test_reader_refuses_an_end_record_in_a_segment() -> None:
-    """Segments end where their bytes end; an END record in one is damage."""
-    _, problem, _ = _read(_segment() + encode_end(3, 3))
+def test_reader_reports_a_verified_unknown_type_as_damage() -> None:
+    """A header that verifies but names an unknown type is damage even as the last record."""
+    head = struct.pack("<IB", 0, 9)
+    got, problem, _ = _read(_segment() + head + struct.pack("<II", crc32c(head), 0))
+    assert got == PAYLOADS and problem is not None and not problem.torn
+
+
+def test_reader_reports_a_bad_header_checksum_at_the_end_as_torn() -> None:
+    """A damaged header with nothing that could be a record after it is a torn write."""
+    last = len(_segment(PAYLOADS[:-1]))
+    raw = bytearray(_segment())
+    raw[last + 1] ^= 0x80  # the last record's length
+    got, problem, good = _read(bytes(raw))
+    assert got == PAYLOADS[:-1] and problem is not None and problem.torn and good == last
+
+
+def test_reader_reports_a_bad_header_checksum_before_records_as_damage() -> None:
+    """A flipped length bit in the first record is damage: the records after it still verify."""
+    raw = bytearray(_segment())
+    raw[21] ^= 0x80
+    got, problem, _ = _read(bytes(raw))
+    assert got == [] and problem is not None and not problem.torn and problem.offset == 20
+
+
+def test_reader_reports_garbage_without_a_header_as_torn() -> None:
+    """Bytes after the last record in which no header verifies (stale blocks) are torn."""
+    got, problem, _ = _read(_segment() + b"\xde\xad\xbe\xef" * 8)
+    assert got == PAYLOADS and problem is not None and problem.torn
+
+
+def test_reader_reports_a_bad_payload_followed_by_a_record_as_damage() -> None:
+    """A complete record failing its payload checksum with a record after it is damage."""
+    raw = bytearray(_segment())
+    raw[20 + 13 + 2] ^= 1
+    got, problem, _ = _read(bytes(raw))
+    assert got == [] and problem is not None and not problem.torn and problem.offset == 20
+
+
+def test_reader_judges_a_v1_length_flip_followed_by_records_as_damage() -> None:
+    """Version 1: a length running past the end is torn, unless intact records follow it."""
+    buf = encode_header(FileKind.SEGMENT, 0, LEGACY_VERSION) + b"".join(
+        encode_record(i, p, version=LEGACY_VERSION) for i, p in enumerate(PAYLOADS)
+    )
+    raw = bytearray(buf)
+    raw[21] ^= 0x80
+    _, problem, _ = _read(bytes(raw))
+    assert problem is not None and not problem.torn and problem.offset == 20
+    cut = bytearray(buf[: len(buf) - 2])  # the last record cut short: still torn
+    _, problem, _ = _read(bytes(cut))
+    assert problem is not None and problem.torn
+
+
+def test_reader_v2_scan_of_a_random_tail_is_torn_and_quick() -> None:
+    """Megabytes of random bytes after a damaged header hold no verifying header: torn."""
+    tail = random.Random(7).randbytes(4 << 20)
+    reader = RecordReader(_segment() + b"\xff" * 13 + tail, 0)
+    started = time.monotonic()
+    with pytest.raises(Malformed) as info:
+        list(reader)
+    assert info.value.torn and time.monotonic() - started < 10
+
+
+def test_reader_v2_scan_gives_up_on_a_tail_full_of_candidates_and_refuses() -> None:
+    """A tail where every other offset could be a header exhausts the scan's budget, which
+    then refuses (records cannot be ruled out) instead of cutting."""
+    tail = b"\x00\x01" * (SCAN_MAX_CANDIDATES + 100)
+    reader = RecordReader(_segment() + b"\xff" * 13 + tail, 0)
+    started = time.monotonic()
+    with pytest.raises(Malformed, match="cannot be ruled out") as info:
+        list(reader)
+    assert not info.value.torn and time.monotonic() - started < 20
+
+
+def test_reader_accepts_an_end_record_closing_a_segment() -> None:
+    """A version-2 segment may end with an END holding its count: the reader marks it sealed."""
+    buf = _segment() + encode_end(3, 3)
+    reader, records = segment_records(buf, 0)
+    assert [r.payload for r in records] == PAYLOADS
+    assert reader.sealed and reader.count == 3 and reader.good_offset == len(buf)
+
+
+def test_reader_refuses_a_wrong_or_followed_end_in_a_segment() -> None:
+    """An END with the wrong count, or with bytes after it, is damage, never a torn tail."""
+    _, problem, _ = _read(_segment() + encode_end(3, 2))
+    assert problem is not None and not problem.torn and "END says 2" in problem.reason
+    _, problem, _ = _read(_segment() + encode_end(3, 3) + b"\x00")
+    assert problem is not None and not problem.torn and "after the END" in problem.reason
+
+
+def test_reader_refuses_an_end_record_in_a_v1_segment() -> None:
+    """Version-1 segments had no END record: one there is damage."""
+    buf = encode_header(FileKind.SEGMENT, 0, LEGACY_VERSION) + encode_record(
+        0, b"", RecordType.END, LEGACY_VERSION
+    )
+    _, problem, _ = _read(buf)
     assert problem is not None and not problem.torn
 
 
@@ -123,3 +238,18 @@ def test_reader_mutated_segment_never_yields_a_changed_record(data: st.DataObjec
     buf[pos] ^= data.draw(st.integers(min_value=1, max_value=255))
     got, _, _ = _read(bytes(buf))
     assert got == PAYLOADS[: len(got)]
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(st.data())
+def test_reader_any_damage_before_the_last_record_is_never_torn(data: st.DataObject) -> None:
+    """Version 2: any changed byte in a record that has a record after it is reported as
+    damage at that record, never as a torn tail that would drop the records after it."""
+    payloads = data.draw(st.lists(st.binary(max_size=60), min_size=2, max_size=8))
+    buf = bytearray(_segment(payloads))
+    last = len(_segment(payloads[:-1]))
+    pos = data.draw(st.integers(min_value=20, max_value=last - 1))
+    buf[pos] ^= data.draw(st.integers(min_value=1, max_value=255))
+    got, problem, good = _read(bytes(buf))
+    assert problem is not None and not problem.torn, problem
+    assert got == payloads[: len(got)] and problem.offset == good <= pos

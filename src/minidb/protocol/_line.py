@@ -15,7 +15,8 @@ converted (CPython refuses ``int()`` of more than 4300 digits), and a token echo
 
 Server replies are produced as wire bytes by small functions (``value_reply`` ...) and shared
 constants (``OK``, ``NIL`` ...). The client side uses ``ReplyDecoder`` and ``parse_reply``.
-``encode_request`` is the inverse of ``parse_request`` and is also the log record format.
+``encode_request`` is the inverse of ``parse_request``. (The write-ahead log's first format
+stored these lines; it now stores binary operations, so no value is ever re-parsed at replay.)
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def _parse_request_fully(line: bytes) -> Request:
 
 
 def encode_request(request: Request) -> bytes:
-    """The canonical line of a request, without its newline (also the log record format)."""
+    """The canonical line of a request, without its newline."""
     if type(request) is Set:
         return b"SET " + request.bucket + b" " + request.key + b" " + request.value
     if type(request) is Get:

@@ -28,8 +28,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from minidb.errors import CorruptionError, WalError
-from minidb.protocol import WRITES, parse_request
+from minidb.errors import WalError
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Hub, LineConnection
@@ -59,17 +58,11 @@ def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
         raise WalError(f"cannot open the data dir: {exc}", path=str(config.data_dir)) from exc
     state = StoreState()
     try:
-        apply = state.apply
-        for number, payload in enumerate(replay):
-            request = parse_request(payload)
-            if not isinstance(request, WRITES):
-                # It passed its checksum, so it is what was written: a writer bug, not a
-                # torn disk. Refuse rather than guess what the record meant.
-                raise CorruptionError(
-                    f"live record {number} is not a write request: {payload[:80]!r}",
-                    path=str(config.data_dir),
-                )
-            apply(request)
+        # Each record's operations, decoded by the log (which knows each file's format), are
+        # applied whole: a record that does not decode was refused there, with file and offset.
+        apply_ops = state.apply_ops
+        for ops in replay:
+            apply_ops(ops)
     except BaseException:
         log.close()
         raise

@@ -18,7 +18,7 @@ class CommitLog(Protocol):
     """Where the owner writes a batch's records before releasing its replies."""
 
     def append(self, record: bytes) -> None:
-        """Add one write request in line-protocol form, without its newline."""
+        """Add one record: the encoded operations of one write (``minidb.wal.encode_ops``)."""
 
     def sync(self) -> None:
         """Make everything appended so far durable; raise ``OSError`` if that failed."""
@@ -27,7 +27,7 @@ class CommitLog(Protocol):
         """Whether enough log has grown since the last checkpoint to write a new one."""
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
-        """Replace the history by ``records`` (the whole store as SET records)."""
+        """Replace the history by ``records`` (the whole store as encoded ``Put`` payloads)."""
 
     def begin_checkpoint(self) -> int:
         """First half of ``checkpoint``, on the owner: sync, mark where the snapshot stands,

@@ -2,9 +2,10 @@
 
 ``StoreState.apply(request)`` applies one parsed request and returns its reply in wire form.
 The data owner calls ``execute`` instead, which also notes in a ``Journal`` what a write
-changed: the log record to append (the request in line form; only for writes that changed
-something: every SET, a DEL only when the key existed) and how to undo it. Replay calls
-``apply`` with the records read back from the log.
+changed: the log record to append (its effect as encoded operations, ``minidb.wal.encode_ops``:
+a SET is a ``Put``, a DEL a ``Remove``; only for writes that changed something: every SET, a DEL
+only when the key existed) and how to undo it. Replay calls ``apply_ops`` with the operations
+read back from the log, so a value comes back exactly as it was acknowledged, byte for byte.
 
 Theory of operation for SCAN: keys are visited in byte order, and the cursor is ``+`` followed
 by the last key returned, so a scan resumes *after* that key whatever was inserted or deleted in
@@ -21,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
+from minidb.errors import WalError
 from minidb.protocol import (
     NIL,
     OK,
@@ -34,6 +36,7 @@ from minidb.protocol import (
     error_reply,
     keys_reply,
 )
+from minidb.wal import Expire, Flush, Op, Put, Remove, encode_put, encode_remove
 
 _MISSING = None
 """Undo marker: the key did not exist before the write."""
@@ -105,7 +108,7 @@ class StoreState:
             self._sets += 1
             old = self._put(request.bucket, request.key, request.value)
             if journal is not None:
-                journal.records.append(b" ".join((b"SET", *request)))
+                journal.records.append(encode_put(request.bucket, request.key, request.value))
                 journal.undo.append((request.bucket, request.key, old))
             return OK
         if kind is Delete:
@@ -116,7 +119,7 @@ class StoreState:
                 return NIL
             self._del_hits += 1
             if journal is not None:
-                journal.records.append(b"DEL " + request.bucket + b" " + request.key)
+                journal.records.append(encode_remove(request.bucket, request.key))
                 journal.undo.append((request.bucket, request.key, old))
             return OK
         if kind is Scan:
@@ -126,6 +129,27 @@ class StoreState:
         request = cast(Invalid, request)
         self._invalid += 1
         return error_reply(request.reason)
+
+    def apply_ops(self, ops: list[Op]) -> None:
+        """Apply one log record's operations, in order (replay).
+
+        This store keeps no expiry times, and the line protocol never sets one: an operation
+        carrying one is refused with ``WalError`` rather than applied as if it had none.
+        """
+        for op in ops:
+            if isinstance(op, Put) and op.expire_at_ms is None:
+                self._put(op.bucket, op.key, op.value)
+            elif isinstance(op, Remove):
+                self._remove(op.bucket, op.key)
+            elif isinstance(op, Flush):
+                names = list(self._buckets) if op.bucket is None else [op.bucket]
+                for name in names:
+                    for key in list(self._buckets.get(name, ())):
+                        self._remove(name, key)
+            elif isinstance(op, Expire) and op.expire_at_ms is None:
+                pass  # persisting a key that has no expiry changes nothing
+            else:
+                raise WalError(f"this store keeps no expiry times: {op!r}")
 
     def rollback(self, journal: Journal) -> None:
         """Take back every write noted in ``journal``, newest first."""
@@ -139,10 +163,10 @@ class StoreState:
     # -- reading the whole store -------------------------------------------------------------
 
     def records(self) -> Iterator[bytes]:
-        """The whole store as ``SET bucket key value`` records (what a checkpoint writes)."""
+        """The whole store as encoded ``Put`` payloads, one per key (what a checkpoint writes)."""
         for name, bucket in self._buckets.items():
             for key, value in bucket.items():
-                yield b"SET " + name + b" " + key + b" " + value
+                yield encode_put(name, key, value)
 
     def frozen_records(self) -> Iterator[bytes]:
         """``records()`` of the store as it is now, safe to iterate in another thread later.
@@ -155,9 +179,8 @@ class StoreState:
 
         def generate() -> Iterator[bytes]:
             for name, bucket in copy:
-                prefix = b"SET " + name + b" "
                 for key, value in bucket.items():
-                    yield prefix + key + b" " + value
+                    yield encode_put(name, key, value)
 
         return generate()
 

@@ -1,4 +1,4 @@
-"""Snapshots: the whole store as SET records, in the log's own framing, closed by END.
+"""Snapshots: the whole store as PUT records (one per key, with its expiry), closed by END.
 
 Pure encoding and decoding; ``DurableLog.checkpoint`` writes the bytes with a temp file, fsync,
 rename and directory fsync. Because a snapshot is framed like a segment, one reader and one

@@ -1,10 +1,11 @@
 """``DurableLog``: the write-ahead log the store's data owner writes through.
 
 It ties the pieces together: replay at open (``_recovery``), group-committed appends to the
-newest segment (``_writer``), checkpoints that replace the history by a snapshot
-(``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It implements the
-store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``, ``checkpoint``,
-``close``) and is synchronous.
+newest segment (``_writer``), each segment closed by an END record before the next is created
+(so replay can tell a cut segment from a missing one), checkpoints that replace the history
+by a snapshot (``_checkpoint``, ``_manifest``), and the fail-stop rule for disk errors. It
+implements the store's ``CommitLog`` protocol (``append``, ``sync``, ``wants_checkpoint``,
+``checkpoint``, ``close``) and is synchronous.
 
 Threads: one thread (the owner's loop) calls everything, except that the write-and-fdatasync
 half of a sync may run in a worker thread while the owner keeps appending the next batch:
@@ -28,6 +29,7 @@ the last synced batch) so that a write answered "not logged" does not reappear a
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import os
@@ -48,9 +50,10 @@ from minidb.wal._files import (
     snapshot_name,
     write_atomically,
 )
-from minidb.wal._format import FILE_HEADER_SIZE, encode_record
+from minidb.wal._format import FILE_HEADER_SIZE, FORMAT_VERSION, encode_end, encode_record
 from minidb.wal._fs import active
 from minidb.wal._manifest import Manifest
+from minidb.wal._ops import Op
 from minidb.wal._recovery import FileReport, Recovery
 from minidb.wal._writer import SegmentWriter
 
@@ -149,36 +152,48 @@ class DurableLog:
         listing = list_dir(self.directory)
         if listing.is_empty() or _creation_interrupted(self.directory, listing):
             remove(self.directory, [*listing.segments.values(), *listing.temporaries])
-            self._writer = SegmentWriter.create(self.directory, 0)
+            with _creating(self.directory, segment_name(0)):
+                self._writer = SegmentWriter.create(self.directory, 0)
             self._segments_created += 1
-            write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
+            with _creating(self.directory, MANIFEST_NAME):
+                write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
             self._state = _State.OPEN
             return
         self._recovery = Recovery(self.directory)
         self._recovery.read_manifest()
 
-    def replay(self) -> Iterator[bytes]:
-        """Yield every record's payload, snapshot first; afterwards the log is appendable.
+    def replay(self) -> Iterator[list[Op]]:
+        """Yield every record's operations, snapshot first; afterwards the log is appendable.
 
-        A torn tail of the newest segment is cut off and kept in ``torn_tail`` for the caller to
-        log (the server logs it as one structured event).
+        Each list is one record, to be applied whole (a multi-key write is one record). A torn
+        tail of the newest segment is cut off and kept in ``torn_tail`` for the caller to log
+        (the server logs it as one structured event). A newest segment of an older format
+        version is left as it is and a new segment is started, so a file never mixes versions.
         Raises ``CorruptionError`` for any other damage; the log then stays unusable.
         """
         recovery = self._recovery
         if recovery is None:
             return
-        for record in recovery.records():
+        for entry in recovery.records():
             self._replayed += 1
-            yield record.payload
+            yield entry.ops
         tail = recovery.tail
         assert tail is not None, "records() sets the tail when it completes"
         if tail.torn is not None:
             self.torn_tail = tail.torn
             self._torn_bytes_cut = tail.torn.size - tail.good_offset
-        if tail.good_offset < FILE_HEADER_SIZE:
-            self._writer = SegmentWriter.create(self.directory, tail.base)
+        empty = tail.good_offset == FILE_HEADER_SIZE
+        if tail.good_offset < FILE_HEADER_SIZE or (empty and tail.version != FORMAT_VERSION):
+            # A torn header, or an old-version segment without records: write it again.
+            with _creating(self.directory, segment_name(tail.base)):
+                self._writer = SegmentWriter.create(self.directory, tail.base)
         else:
             self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
+            if tail.version != FORMAT_VERSION or tail.sealed:
+                # Never append to an older version's file, nor after an END that closed one
+                # (a crash between closing a segment and creating the next leaves that).
+                with _creating(self.directory, segment_name(tail.next_number)):
+                    self._start_segment(tail.next_number, close=False)
         self._next_number = tail.next_number
         remove(self.directory, recovery.stale_files())
         self._log_bytes = recovery.log_bytes
@@ -188,7 +203,8 @@ class DurableLog:
     # -- the CommitLog protocol -------------------------------------------------------------
 
     def append(self, record: bytes) -> None:
-        """Buffer one record (a write request, no newline); nothing is durable until ``sync``.
+        """Buffer one record, an encoded payload (``encode_ops``); nothing is durable until
+        ``sync``.
 
         Raises ``WalError`` if the log is not open or has failed, and ``OSError`` for an
         injected write failure (after which the log has failed).
@@ -265,7 +281,8 @@ class DurableLog:
         )
 
     def checkpoint(self, records: Iterable[bytes]) -> None:
-        """Replace the history by a snapshot of ``records`` (the whole store as SET requests).
+        """Replace the history by a snapshot of ``records`` (the whole store as encoded payloads,
+        one ``Put`` per key).
 
         ``begin_checkpoint`` and ``finish_checkpoint`` on the calling thread; see those to
         keep writing while the snapshot is written. A disk error fails the log.
@@ -371,12 +388,19 @@ class DurableLog:
             raise WalError(f"log is {self._state.value}, not open for writing", path=self.directory)
         return self._writer
 
-    def _start_segment(self, base: int) -> SegmentWriter:
-        # The current segment is fully synced (a failed sync would have failed the log), so it
-        # can be left behind; its name and size tell replay where the new one must begin.
+    def _start_segment(self, base: int, *, close: bool = True) -> SegmentWriter:
+        # The current segment is fully synced (a failed sync would have failed the log). It is
+        # closed with an END record holding its count, made durable before the next segment
+        # exists, so replay can tell an older segment that was cut (no END) from a missing
+        # next one. ``close`` is false for a segment that cannot take one (a version-1 file,
+        # or one already closed).
+        old = self._writer
+        assert old is not None
+        if close:
+            old.write(encode_end(base, base - old.base))
+            old.datasync()
         new = SegmentWriter.create(self.directory, base)
-        assert self._writer is not None
-        self._writer.close()
+        old.close()
         self._writer = new
         self._segments_created += 1
         return new
@@ -414,15 +438,31 @@ def _creation_interrupted(directory: str, listing: Listing) -> bool:
     return size <= FILE_HEADER_SIZE
 
 
+@contextlib.contextmanager
+def _creating(directory: str, name: str) -> Iterator[None]:
+    """Name the file in any ``OSError`` while creating it (a bare ``write`` or ``fsync`` error
+    says nothing about which file could not be written). ``wal.create`` injects one."""
+    path = os.path.join(directory, name)
+    try:
+        if _failpoints.ACTIVE:
+            _failpoints.hit("wal.create")
+        yield
+    except OSError as exc:
+        raise WalError(
+            f"cannot create {path}: {exc.strerror or exc}", path=path, offset=None
+        ) from exc
+
+
 def open_log(
     data_dir: str | os.PathLike[str],
     *,
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES,
     segment_bytes: int = DEFAULT_SEGMENT_BYTES,
-) -> tuple[DurableLog, Iterator[bytes]]:
+) -> tuple[DurableLog, Iterator[list[Op]]]:
     """Open the log in ``data_dir`` and return it with the replay of its records.
 
-    Apply every yielded payload, in order, before the first ``append``. ``CorruptionError`` can
+    Apply every yielded list of operations (one record, atomically), in order, before the
+    first ``append``. ``CorruptionError`` can
     come from this call (manifest) or from the iteration (records).
     """
     log = DurableLog.open(data_dir, checkpoint_bytes=checkpoint_bytes, segment_bytes=segment_bytes)

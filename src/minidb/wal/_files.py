@@ -139,5 +139,7 @@ def lock_dir(directory: str) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         fs.close(fd)
-        raise WalError("data dir is in use by another process", path=directory) from None
+        raise WalError(
+            f"data dir {directory} is in use by another process", path=directory
+        ) from None
     return fd

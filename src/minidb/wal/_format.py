@@ -3,9 +3,11 @@
 Pure code: bytes in, bytes out, no file system and no asyncio. ``docs/wal-format.md`` is the
 specification; the constants below are its numbers.
 
-A record is ``length u32 | crc u32 | type u8 | payload`` (little-endian). Its sequence number is
-not stored: it is the file header's ``base`` plus the record's index in the file, and it is
-covered by the checksum, so a record that lands in the wrong place fails its check.
+A record of version 2 is ``length u32 | type u8 | header_crc u32 | crc u32 | payload``
+(little-endian): the header checksum lets a reader recognise a damaged length before trusting
+it. Version 1 (read, and written only by tests) is ``length u32 | crc u32 | type u8 | payload``.
+A record's sequence number is not stored: it is the file header's ``base`` plus the record's
+index in the file, and it is covered by ``crc``, so a record in the wrong place fails its check.
 """
 
 from __future__ import annotations
@@ -16,19 +18,31 @@ from dataclasses import dataclass
 
 import google_crc32c
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The version every new file is written in."""
+LEGACY_VERSION = 1
+"""The first format, still read (``docs/wal-format.md``, "Version 1 (legacy)")."""
+READABLE_VERSIONS = (LEGACY_VERSION, FORMAT_VERSION)
 MAGIC = b"minidb"
 
-# The writer never frames a payload longer than this, so a longer length field is damage, not
-# a record to wait for. 64 KiB is eight times the longest line the protocol accepts (8 KiB).
-MAX_PAYLOAD_BYTES = 64 * 1024
+# The writer never frames a payload longer than this, so a longer (verified) length is damage.
+# A record must hold one atomic group of writes: a 16 MiB value with a 64 KiB key, or an MSET or
+# transaction of many; 1 GiB - 1 holds about 60 maximal keys and keeps the length's top two bits
+# zero, which the damage scan uses as a cheap filter.
+MAX_PAYLOAD_BYTES = (1 << 30) - 1
+# Version 1's limit: eight times the longest line its protocol accepted (8 KiB).
+V1_MAX_PAYLOAD_BYTES = 64 * 1024
 
 _FILE_HEADER = struct.Struct("<6scBQ")  # magic, kind, version, base
 _FILE_HEADER_CRC = struct.Struct("<I")
 FILE_HEADER_SIZE = _FILE_HEADER.size + _FILE_HEADER_CRC.size  # 20 bytes
 
-_RECORD_HEADER = struct.Struct("<IIB")  # length, crc, type
-RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 9 bytes
+_RECORD_HEADER = struct.Struct("<IBII")  # length, type, header_crc, crc
+RECORD_HEADER_SIZE = _RECORD_HEADER.size  # 13 bytes
+_LENGTH_AND_TYPE = struct.Struct("<IB")  # what header_crc covers
+_CRCS = struct.Struct("<II")  # header_crc, crc
+_V1_RECORD_HEADER = struct.Struct("<IIB")  # length, crc, type
+V1_RECORD_HEADER_SIZE = _V1_RECORD_HEADER.size  # 9 bytes
 _LENGTH = struct.Struct("<I")
 _NUMBER_AND_TYPE = struct.Struct("<QB")
 _COUNT = struct.Struct("<Q")
@@ -79,9 +93,17 @@ def record_checksum(number: int, rtype: int, payload: bytes) -> int:
     return int(_crc32c_extend(0, _NUMBER_AND_TYPE.pack(number, rtype) + payload))
 
 
-def encode_header(kind: FileKind, base: int) -> bytes:
-    """The 20-byte header that starts every file of the data directory."""
-    head = _FILE_HEADER.pack(MAGIC, kind.value, FORMAT_VERSION, base)
+def header_checksum(length: int, rtype: int) -> int:
+    """The checksum of a version-2 record header: CRC32C over its length and type fields."""
+    return int(_crc32c_extend(0, _LENGTH_AND_TYPE.pack(length, rtype)))
+
+
+def encode_header(kind: FileKind, base: int, version: int = FORMAT_VERSION) -> bytes:
+    """The 20-byte header that starts every file of the data directory.
+
+    ``version`` is for tests that write legacy files; the log itself writes only the current.
+    """
+    head = _FILE_HEADER.pack(MAGIC, kind.value, version, base)
     return head + _FILE_HEADER_CRC.pack(crc32c(head))
 
 
@@ -91,6 +113,15 @@ class FileHeader:
 
     kind: FileKind
     base: int
+    version: int
+
+
+_VERSION_AT = 7
+
+
+def peek_version(buf: bytes) -> int | None:
+    """The version byte of a file header, unchecked (for reports), or None if there is none."""
+    return buf[_VERSION_AT] if len(buf) > _VERSION_AT else None
 
 
 def decode_header(buf: bytes, kind: FileKind) -> FileHeader:
@@ -109,24 +140,54 @@ def decode_header(buf: bytes, kind: FileKind) -> FileHeader:
         raise Malformed(f"bad magic {magic!r}", offset=0)
     if crc32c(head) != stored:
         raise Malformed("file header checksum mismatch", offset=0)
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         raise Malformed(f"unsupported format version {version}", offset=0)
     if raw_kind != kind.value:
         raise Malformed(f"file kind {raw_kind!r}, expected {kind.value!r}", offset=0)
-    return FileHeader(kind, base)
+    return FileHeader(kind, base, version)
 
 
-def encode_record(number: int, payload: bytes, rtype: RecordType = RecordType.DATA) -> bytes:
-    """Frame one record; ``number`` is its sequence number (covered by the checksum, not stored)."""
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ValueError(f"record payload of {len(payload)} bytes exceeds {MAX_PAYLOAD_BYTES}")
+_pack_length_and_type = _LENGTH_AND_TYPE.pack
+_pack_crcs = _CRCS.pack
+_pack_number_and_type = _NUMBER_AND_TYPE.pack
+
+
+def encode_record(
+    number: int,
+    payload: bytes,
+    rtype: RecordType = RecordType.DATA,
+    version: int = FORMAT_VERSION,
+) -> bytes:
+    """Frame one record; ``number`` is its sequence number (covered by ``crc``, not stored).
+
+    ``version`` 1 is for tests that write legacy files. Raises ``ValueError`` for a payload
+    over the version's maximum.
+    """
+    length = len(payload)
+    if version == FORMAT_VERSION:
+        if length > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"record payload of {length} bytes exceeds {MAX_PAYLOAD_BYTES}")
+        # Inlined checksums: this runs once per appended record.
+        head = _pack_length_and_type(length, rtype)
+        crc = _crc32c_extend(0, _pack_number_and_type(number, rtype) + payload)
+        return head + _pack_crcs(_crc32c_extend(0, head), crc) + payload
+    if version != LEGACY_VERSION:
+        raise ValueError(f"cannot write format version {version}")
+    if length > V1_MAX_PAYLOAD_BYTES:
+        raise ValueError(f"record payload of {length} bytes exceeds {V1_MAX_PAYLOAD_BYTES}")
     crc = record_checksum(number, rtype, payload)
-    return _RECORD_HEADER.pack(len(payload), crc, rtype) + payload
+    return _V1_RECORD_HEADER.pack(length, crc, rtype) + payload
 
 
-def encode_end(number: int, count: int) -> bytes:
-    """The END record that closes a snapshot or manifest holding ``count`` DATA records."""
-    return encode_record(number, _COUNT.pack(count), RecordType.END)
+def encode_end(number: int, count: int, version: int = FORMAT_VERSION) -> bytes:
+    """The END record that closes a snapshot, a manifest or a (version-2) segment the log
+    moved on from, holding ``count`` DATA records."""
+    return encode_record(number, _COUNT.pack(count), RecordType.END, version)
+
+
+def record_header_size(version: int) -> int:
+    """The size of a record header in a file of ``version``."""
+    return RECORD_HEADER_SIZE if version == FORMAT_VERSION else V1_RECORD_HEADER_SIZE
 
 
 def decode_count(payload: bytes) -> int:
@@ -136,9 +197,11 @@ def decode_count(payload: bytes) -> int:
     return int(_COUNT.unpack(payload)[0])
 
 
-# ``(length, crc, type)`` of the record header at an offset (the caller checks the size); the
-# bound method itself, because replay calls it once per record.
+# ``(length, type, header_crc, crc)`` of a version-2 record header at an offset (the caller
+# checks the size); the bound method itself, because replay calls it once per record.
 unpack_record_header = _RECORD_HEADER.unpack_from
+# ``(length, crc, type)`` of a version-1 record header.
+unpack_v1_record_header = _V1_RECORD_HEADER.unpack_from
 
 
 def unpack_length(buf: bytes, offset: int) -> int:

@@ -2,8 +2,9 @@
 
 Both read the directory exactly as opening the log would (``_recovery``), but never write, lock
 or cut anything, so they are safe next to a running server. ``check`` prints one line per file
-(size, how far it is good, the first problem), like redis-check-aof; ``dump`` prints the records
-as the request lines they are, so the output reads like a session transcript.
+(size, how far it is good, the first problem), like redis-check-aof; ``dump`` prints each
+record's operations as words, binary-safely escaped (``_payload.describe``), so the output reads
+like a session transcript whatever bytes the keys and values hold.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TextIO
 
 from minidb.errors import CorruptionError
 from minidb.wal._files import MANIFEST_NAME, list_dir
+from minidb.wal._payload import describe
 from minidb.wal._recovery import FileReport, Recovery
 
 EXIT_OK = 0
@@ -28,7 +30,8 @@ def _describe(report: FileReport) -> str:
         verdict = f"CORRUPT at offset {report.problem_offset}: {report.problem}"
     return (
         f"{report.name:<32} size={report.size:<10} ok_up_to={report.good_offset:<10} "
-        f"records={report.records:<8} {verdict}"
+        f"records={report.records:<8} v{report.version if report.version is not None else '?'} "
+        f"{verdict}"
     )
 
 
@@ -92,13 +95,13 @@ def dump(data_dir: str, out: TextIO, err: TextIO, *, numbers: bool = False) -> i
     recovery = Recovery(data_dir)
     current = MANIFEST_NAME
     try:
-        for record in recovery.records():
+        for entry in recovery.records():
             name = recovery.reports[-1].name
             if name != current:
                 out.write(f"# {name}\n")
                 current = name
-            text = record.payload.decode("utf-8", errors="backslashreplace")
-            out.write(f"{record.number} {text}\n" if numbers else f"{text}\n")
+            text = describe(entry.ops)
+            out.write(f"{entry.number} {text}\n" if numbers else f"{text}\n")
     except CorruptionError as exc:
         err.write(f"minidb wal dump: corrupt: {exc}\n")
         return EXIT_CORRUPT

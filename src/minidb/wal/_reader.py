@@ -5,38 +5,71 @@ judgement that lives here is *torn versus damaged* (``docs/wal-format.md``, "Tor
 corruption"): the reader reports the first problem as ``Malformed`` with ``torn`` set when a
 crash in the middle of an append could have produced it. Whether that is forgiven (only at the
 end of the newest segment) is decided by the caller, which knows which file this is.
+
+Version 2 judges by scanning: a bad record is torn only if no record header that verifies
+(``record_header_after``) follows it. Version 1 has no header checksum, so it keeps its
+zero-bytes rule and adds one scan: a length that runs past the end of the file is damage if an
+intact record for a following sequence number starts later (``v1_record_after``).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import NamedTuple, NoReturn
 
+import google_crc32c
+
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
+    FORMAT_VERSION,
     MAX_PAYLOAD_BYTES,
     RECORD_HEADER_SIZE,
+    V1_MAX_PAYLOAD_BYTES,
+    V1_RECORD_HEADER_SIZE,
     FileKind,
     Malformed,
     RecordType,
     decode_count,
     decode_header,
+    header_checksum,
     record_checksum,
+    record_header_size,
     unpack_length,
     unpack_record_header,
+    unpack_v1_record_header,
 )
 
 _LENGTH_FIELD_BYTES = 4
+_HEADER_CRC_SPAN = 5  # length u32 and type u8: what a version-2 header checksum covers
+_extend = google_crc32c.extend
+_pack_number_and_type = struct.Struct("<QB").pack
 _TYPES = {int(t): t for t in RecordType}
+
+# A version-2 header can only start where the type byte (offset 4) is DATA or END and the top
+# byte of the length (offset 3) is below 0x40 (lengths are under 2^30): found with bytes.find
+# (memchr), so bytes that hold neither type cost almost nothing to scan.
+_TYPE_BYTES = (bytes([RecordType.DATA]), bytes([RecordType.END]))
+_TYPE_AT = 4
+_LENGTH_TOP_AT = 3
+_LENGTH_TOP_LIMIT = (MAX_PAYLOAD_BYTES >> 24) + 1  # 0x40
+# A version-1 record header has its type at offset 8; only DATA records follow a damaged one.
+_V1_DATA_TYPE = bytes([RecordType.DATA])
+_V1_TYPE_OFFSET = 8
+V1_SCAN_NUMBERS = 16
+"""How many following sequence numbers a version-1 candidate record is checked against: damage
+swallowing more records than this before the next intact one looks torn (a documented limit)."""
 
 
 class Record(NamedTuple):
-    """One decoded record: its sequence number, where it starts in its file, type and payload."""
+    """One decoded record: its sequence number, where it starts in its file, type and payload,
+    and its file's format version (which says how to decode the payload)."""
 
     number: int
     offset: int
     type: RecordType
     payload: bytes
+    version: int = FORMAT_VERSION
 
 
 def _all_zero(buf: bytes, start: int) -> bool:
@@ -49,41 +82,137 @@ def _all_zero(buf: bytes, start: int) -> bool:
     return True
 
 
+SCAN_MAX_CANDIDATES = 1 << 19
+"""Offsets holding a DATA or END byte that the version-2 damage scan looks at before it gives up.
+Past this it cannot rule out a record after the damage and judges as if it had found one: a
+refusal, never a silent cut. About half a second of Python at worst; random bytes hold this
+many in about 64 MiB (four default segments), so only long stretches of 0x01 or 0x02 bytes (a
+large value made of them) exhaust it."""
+V1_SCAN_BUDGET_BYTES = 64 * 1024 * 1024
+"""Payload bytes the version-1 scan may checksum (it checksums a candidate once per number)."""
+
+
+class Sighting(NamedTuple):
+    """What the damage scan saw after a bad record: a header that verifies at ``offset``, or
+    (``verified`` false) the place where its budget ran out with records not ruled out."""
+
+    offset: int
+    verified: bool
+
+
+def _type_bytes(buf: bytes, start: int) -> Iterator[int]:
+    """Every offset at or after ``start`` whose byte is DATA or END, in order."""
+    data, end = (buf.find(t, start) for t in _TYPE_BYTES)
+    while data >= 0 or end >= 0:
+        if end < 0 or 0 <= data < end:
+            yield data
+            data = buf.find(_TYPE_BYTES[0], data + 1)
+        else:
+            yield end
+            end = buf.find(_TYPE_BYTES[1], end + 1)
+
+
+def record_header_after(buf: bytes, start: int) -> Sighting | None:
+    """The first offset at or after ``start`` holding a version-2 record header that verifies,
+    or ``None`` if no record can start after ``start``.
+
+    "Could a valid record start here": a DATA or END type, a length in range and a matching
+    header checksum; the payload need not be complete. Linear in the bytes after ``start``:
+    only offsets whose type byte fits are looked at (at most ``SCAN_MAX_CANDIDATES``), and only
+    those whose length fits too are checksummed.
+    """
+    last = len(buf) - RECORD_HEADER_SIZE  # the last offset with room for a whole header
+    for seen, at in enumerate(_type_bytes(buf, start + _TYPE_AT), 1):
+        q = at - _TYPE_AT
+        if q > last:
+            return None
+        if buf[q + _LENGTH_TOP_AT] < _LENGTH_TOP_LIMIT:
+            length, rtype, stored, _ = unpack_record_header(buf, q)
+            if header_checksum(length, rtype) == stored:
+                return Sighting(q, True)
+        if seen >= SCAN_MAX_CANDIDATES:
+            return Sighting(q, False)
+    return None
+
+
+def v1_record_after(buf: bytes, start: int, number: int) -> Sighting | None:
+    """The first offset at or after ``start`` holding a whole version-1 DATA record that checks
+    for one of the ``V1_SCAN_NUMBERS`` sequence numbers from ``number`` on (or where the scan's
+    budget ran out), ``None`` if there is none."""
+    size = len(buf)
+    budget = V1_SCAN_BUDGET_BYTES
+    q = buf.find(_V1_DATA_TYPE, start + _V1_TYPE_OFFSET) - _V1_TYPE_OFFSET
+    while q >= start:
+        if q + V1_RECORD_HEADER_SIZE > size:
+            return None
+        length, crc, rtype = unpack_v1_record_header(buf, q)
+        end = q + V1_RECORD_HEADER_SIZE + length
+        if length <= V1_MAX_PAYLOAD_BYTES and end <= size:
+            payload = bytes(buf[q + V1_RECORD_HEADER_SIZE : end])
+            for candidate in range(number, number + V1_SCAN_NUMBERS):
+                if record_checksum(candidate, rtype, payload) == crc:
+                    return Sighting(q, True)
+            budget -= V1_SCAN_NUMBERS * (length + 1)
+            if budget <= 0:
+                return Sighting(q, False)
+        q = buf.find(_V1_DATA_TYPE, q + _V1_TYPE_OFFSET + 1) - _V1_TYPE_OFFSET
+    return None
+
+
+def _followed(reason: str, sighting: Sighting) -> str:
+    if sighting.verified:
+        return f"{reason}, and a record follows at offset {sighting.offset}"
+    return (
+        f"{reason}, and records after it cannot be ruled out (the damage scan stopped at "
+        f"offset {sighting.offset})"
+    )
+
+
 class RecordReader:
-    """Iterate the records of one file, from ``start``, numbering them from ``base``.
+    """Iterate the records of one file of format ``version``, from ``start``, numbering them
+    from ``base``.
 
     After the iteration stops (normally or with ``Malformed``), ``good_offset`` is the end of the
     last good record and ``count`` the number of good records: exactly what a truncation to the
     last good record keeps.
     """
 
-    def __init__(self, buf: bytes, base: int, start: int = FILE_HEADER_SIZE) -> None:
+    def __init__(
+        self, buf: bytes, base: int, start: int = FILE_HEADER_SIZE, version: int = FORMAT_VERSION
+    ) -> None:
         self._buf = buf
         self.base = base
+        self.version = version
         self.good_offset = start
         self.count = 0
+        self.sealed = False  # a segment closed by its END record (set by ``segment_records``)
 
     def __iter__(self) -> Iterator[Record]:
+        return self._iter_v2() if self.version == FORMAT_VERSION else self._iter_v1()
+
+    def _iter_v2(self) -> Iterator[Record]:
+        # The checksums are computed inline (the same as ``header_checksum`` and
+        # ``record_checksum``): replay time is mostly this loop, and calls dominate it.
         buf = self._buf
         size = len(buf)
         pos = self.good_offset
         number = self.base + self.count
         while pos < size:
-            remaining = size - pos
-            if remaining < RECORD_HEADER_SIZE:
-                if remaining >= _LENGTH_FIELD_BYTES and unpack_length(buf, pos) > MAX_PAYLOAD_BYTES:
-                    self._damaged(pos, f"record length {unpack_length(buf, pos)} out of range")
+            if size - pos < RECORD_HEADER_SIZE:
                 raise Malformed(
-                    f"record header cut short ({remaining} bytes)", offset=pos, torn=True
+                    f"record header cut short ({size - pos} bytes)", offset=pos, torn=True
                 )
-            length, crc, rtype = unpack_record_header(buf, pos)
-            if length > MAX_PAYLOAD_BYTES:
-                self._damaged(pos, f"record length {length} out of range")
+            length, rtype, header_crc, crc = unpack_record_header(buf, pos)
+            if _extend(0, buf[pos : pos + _HEADER_CRC_SPAN]) != header_crc:
+                # Nothing about this header can be trusted, its length least of all: torn only
+                # if no record could start anywhere after it.
+                self._judge(pos, pos + 1, f"record header checksum mismatch at record {number}")
+            # The header is what the writer wrote, so these are damage, never a torn write.
             known = _TYPES.get(rtype)
             if known is None:
-                # The type is the header's last byte: zero there and after is a header whose
-                # sector was not written while the file's size was (zeros from inside it).
-                self._damaged(pos, f"unknown record type {rtype}", pos + RECORD_HEADER_SIZE - 1)
+                raise Malformed(f"unknown record type {rtype}", offset=pos)
+            if length > MAX_PAYLOAD_BYTES:
+                raise Malformed(f"record length {length} out of range", offset=pos)
             end = pos + RECORD_HEADER_SIZE + length
             if end > size:
                 raise Malformed(
@@ -92,21 +221,68 @@ class RecordReader:
                     torn=True,
                 )
             payload = bytes(buf[pos + RECORD_HEADER_SIZE : end])
-            if record_checksum(number, rtype, payload) != crc:
-                # A final record failing its check is what an interrupted write leaves; one
-                # followed by real data is damage the writer could not have produced.
-                torn = _all_zero(buf, end)
-                raise Malformed(f"checksum mismatch in record {number}", offset=pos, torn=torn)
-            yield Record(number, pos, known, payload)
+            if _extend(0, _pack_number_and_type(number, rtype) + payload) != crc:
+                self._judge(pos, end, f"checksum mismatch in record {number}")
+            yield Record(number, pos, known, payload, FORMAT_VERSION)
             pos = end
             number += 1
             self.good_offset = pos
             self.count += 1
 
-    def _damaged(self, pos: int, reason: str, zeros_from: int | None = None) -> NoReturn:
-        # Zero-filled space is what a file system leaves when it extended a file before a crash;
-        # it may begin inside the record (``zeros_from``) when the header was torn at a sector.
-        if _all_zero(self._buf, pos if zeros_from is None else zeros_from):
+    def _judge(self, pos: int, scan_from: int, reason: str) -> NoReturn:
+        # A tear leaves nothing valid after it; a record that could start later means the bad
+        # one is damage in the middle of the log.
+        later = record_header_after(self._buf, scan_from)
+        if later is None:
+            raise Malformed(reason, offset=pos, torn=True)
+        raise Malformed(_followed(reason, later), offset=pos)
+
+    def _iter_v1(self) -> Iterator[Record]:
+        buf = self._buf
+        size = len(buf)
+        pos = self.good_offset
+        number = self.base + self.count
+        while pos < size:
+            remaining = size - pos
+            if remaining < V1_RECORD_HEADER_SIZE:
+                if (
+                    remaining >= _LENGTH_FIELD_BYTES
+                    and unpack_length(buf, pos) > V1_MAX_PAYLOAD_BYTES
+                ):
+                    self._damaged_v1(pos, f"record length {unpack_length(buf, pos)} out of range")
+                raise Malformed(
+                    f"record header cut short ({remaining} bytes)", offset=pos, torn=True
+                )
+            length, crc, rtype = unpack_v1_record_header(buf, pos)
+            if length > V1_MAX_PAYLOAD_BYTES:
+                self._damaged_v1(pos, f"record length {length} out of range")
+            known = _TYPES.get(rtype)
+            if known is None:
+                self._damaged_v1(pos, f"unknown record type {rtype}")
+            end = pos + V1_RECORD_HEADER_SIZE + length
+            if end > size:
+                reason = f"record of {length} bytes runs {end - size} bytes past the end"
+                # Without a header checksum the length may be damaged: intact records after it
+                # mean it is (the classic flipped length bit), not a write cut short.
+                later = v1_record_after(buf, pos + 1, number + 1)
+                if later is not None:
+                    raise Malformed(_followed(reason, later), offset=pos)
+                raise Malformed(reason, offset=pos, torn=True)
+            payload = bytes(buf[pos + V1_RECORD_HEADER_SIZE : end])
+            if record_checksum(number, rtype, payload) != crc:
+                # A final record failing its check is what an interrupted write leaves; one
+                # followed by real data is damage the writer could not have produced.
+                torn = _all_zero(buf, end)
+                raise Malformed(f"checksum mismatch in record {number}", offset=pos, torn=torn)
+            yield Record(number, pos, known, payload, self.version)
+            pos = end
+            number += 1
+            self.good_offset = pos
+            self.count += 1
+
+    def _damaged_v1(self, pos: int, reason: str) -> NoReturn:
+        # Zero-filled space is what a file system leaves when it extended a file before a crash.
+        if _all_zero(self._buf, pos):
             raise Malformed("zero-filled tail", offset=pos, torn=True)
         raise Malformed(reason, offset=pos)
 
@@ -114,8 +290,11 @@ class RecordReader:
 def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Record]]:
     """The reader and the DATA records of a log segment whose header is checked against ``base``.
 
-    Raises ``Malformed`` for a bad header (torn if the file is shorter than one or all zero
-    bytes), an END record (segments have none), or whatever the reader finds.
+    A version-2 segment may end with an END record (the log closes a segment before it starts
+    the next one): its count must match, nothing may follow it, and the reader's ``sealed`` is
+    then set (``good_offset`` includes it, ``count`` does not). Raises ``Malformed`` for a bad
+    header (torn if the file is shorter than one or all zero bytes), an END in a version-1
+    segment, or whatever the reader finds.
     """
     if len(buf) >= FILE_HEADER_SIZE and _all_zero(buf, 0):
         # The header is fsynced before any record is written, so a segment holding nothing but
@@ -127,15 +306,33 @@ def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Recor
         raise Malformed(
             f"header base {header.base} does not match the file name's {base}", offset=0
         )
-    reader = RecordReader(buf, base)
+    reader = RecordReader(buf, base, version=header.version)
 
     def records() -> Iterator[Record]:
         for record in reader:
-            if record.type is not RecordType.DATA:
-                raise Malformed("END record in a log segment", offset=record.offset)
-            yield record
+            if record.type is RecordType.DATA:
+                yield record
+                continue
+            if header.version != FORMAT_VERSION:
+                raise Malformed("END record in a version-1 log segment", offset=record.offset)
+            _check_end(record, reader.count)
+            end = record.offset + RECORD_HEADER_SIZE + len(record.payload)
+            if end != len(buf):
+                raise Malformed("bytes after the END record that closed the segment", offset=end)
+            reader.good_offset, reader.sealed = end, True
+            return
 
     return reader, records()
+
+
+def _check_end(record: Record, count: int) -> None:
+    """An END record must carry the count of DATA records before it."""
+    try:
+        expected = decode_count(record.payload)
+    except ValueError as exc:
+        raise Malformed(str(exc), offset=record.offset) from None
+    if expected != count:
+        raise Malformed(f"END says {expected} records, file has {count}", offset=record.offset)
 
 
 def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Iterator[Record]:
@@ -151,20 +348,12 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
                 f"header base {header.base} does not match the file name's {base}", offset=0
             )
         # Records of a closed file are numbered from 0: only segments continue the log's count.
-        reader = RecordReader(buf, 0)
+        reader = RecordReader(buf, 0, version=header.version)
         for record in reader:
             if record.type is RecordType.END:
-                try:
-                    expected = decode_count(record.payload)
-                except ValueError as exc:
-                    raise Malformed(str(exc), offset=record.offset) from None
                 # The reader counts a record after handing it out: here, the records before END.
-                if expected != reader.count:
-                    raise Malformed(
-                        f"END says {expected} records, file has {reader.count}",
-                        offset=record.offset,
-                    )
-                end = record.offset + RECORD_HEADER_SIZE + len(record.payload)
+                _check_end(record, reader.count)
+                end = record.offset + record_header_size(header.version) + len(record.payload)
                 if end != len(buf):
                     raise Malformed("bytes after the END record", offset=end)
                 return

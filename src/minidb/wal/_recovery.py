@@ -4,6 +4,10 @@ This module applies the replay rules of ``docs/wal-format.md`` and never writes:
 uses it to replay and then cuts the torn tail it reports; ``minidb wal check`` and ``minidb wal
 dump`` use it to inspect a directory, even one a server has open. Every ``Malformed`` from the
 pure decoders is translated here, the one place, into ``CorruptionError`` with path and offset.
+
+Payloads are decoded here too (with the decoder of each file's format version), so a record that
+passed its checksum but does not decode is refused like any other damage, by replay and by
+``wal check`` alike.
 """
 
 from __future__ import annotations
@@ -11,13 +15,24 @@ from __future__ import annotations
 import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from minidb.errors import CorruptionError
 from minidb.wal._checkpoint import snapshot_records
 from minidb.wal._files import MANIFEST_NAME, Listing, list_dir, mapped, segment_name, snapshot_name
-from minidb.wal._format import Malformed
+from minidb.wal._format import FORMAT_VERSION, Malformed, peek_version
 from minidb.wal._manifest import Manifest, decode_manifest
+from minidb.wal._ops import Op
+from minidb.wal._payload import PayloadError, decode_ops
 from minidb.wal._reader import Record, segment_records
+
+
+class Entry(NamedTuple):
+    """One live record, decoded: its sequence number, where it starts, and its operations."""
+
+    number: int
+    offset: int
+    ops: list[Op]
 
 
 @dataclass
@@ -31,6 +46,8 @@ class FileReport:
     problem: str | None = None
     problem_offset: int | None = None
     torn: bool = False  # the problem is a torn tail that opening the log cuts off
+    version: int | None = None  # the format version its header claims (None: too short)
+    sealed: bool = False  # a segment closed by its END record when the log moved on from it
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,13 @@ class Tail:
     good_offset: int  # 0 when the segment's header itself was torn
     next_number: int
     torn: FileReport | None  # set when bytes past good_offset are a torn tail to cut
+    version: int = FORMAT_VERSION  # the segment's format version (a torn header counts as new)
+    sealed: bool = False  # closed by an END record: appending continues in a new segment
+
+
+def _unsealed(report: FileReport) -> bool:
+    """A version-2 segment that another follows but that was not closed: it was cut."""
+    return report.version == FORMAT_VERSION and not report.sealed
 
 
 class Recovery:
@@ -80,7 +104,7 @@ class Recovery:
         report = FileReport(MANIFEST_NAME, 0)
         self.reports.append(report)
         with mapped(self._path(MANIFEST_NAME)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             try:
                 self.manifest = decode_manifest(buf)
             except Malformed as exc:
@@ -96,8 +120,8 @@ class Recovery:
         stale += [n for base, n in self.listing.segments.items() if base < self.manifest.segment]
         return stale + self.listing.temporaries
 
-    def records(self) -> Iterator[Record]:
-        """Every DATA record of the live log in order; sets ``tail`` when it finishes.
+    def records(self) -> Iterator[Entry]:
+        """Every DATA record of the live log in order, decoded; sets ``tail`` when it finishes.
 
         Raises ``CorruptionError`` where the directory must refuse to start.
         """
@@ -106,54 +130,109 @@ class Recovery:
             yield from self._snapshot(manifest.snapshot)
         chain = sorted(base for base in self.listing.segments if base >= manifest.segment)
         expected = manifest.segment
+        previous: FileReport | None = None
         for index, base in enumerate(chain):
-            if base != expected:
+            if previous is None and base != expected:
                 raise self._missing(
                     segment_name(expected), f" (the next segment is {segment_name(base)})"
                 )
+            if previous is not None and (base != expected or _unsealed(previous)):
+                raise self._broken_chain(previous, expected, base)
             newest = index == len(chain) - 1
-            report = yield from self._segment(base, newest)
-            expected = base + report.records
+            previous = yield from self._segment(base, newest)
+            expected = base + previous.records
         if not chain:
             raise self._missing(segment_name(manifest.segment))
 
-    def _snapshot(self, base: int) -> Iterator[Record]:
+    def _broken_chain(self, previous: FileReport, expected: int, base: int) -> CorruptionError:
+        """Segments that do not continue each other's count (``docs/wal-format.md``, step 4)."""
+        if previous.sealed and base > expected:
+            # The older segment is whole (its END says how many records it holds): the
+            # segment that continued it is gone.
+            return self._missing(
+                segment_name(expected),
+                f" ({previous.name} closed at record {expected}, the next segment is "
+                f"{segment_name(base)})",
+            )
+        if _unsealed(previous):
+            # A version-2 segment is closed with END before the next one is created, so an
+            # older one without it was cut, at a record boundary or inside its END.
+            lost = "no record lost"
+            if base > expected:
+                lost = f"records {expected}..{base - 1} are missing"
+            reason = (
+                f"an older segment without its closing END record: it was cut short ({lost}; "
+                f"the next segment is {segment_name(base)})"
+            )
+            return self._corrupt(previous, Malformed(reason, offset=previous.good_offset))
+        if base > expected:
+            # Version 1 closes nothing: a cut at a record boundary and a deleted segment leave
+            # the same bytes. The older segment's end is the place provably wrong.
+            reason = (
+                f"its records end before number {expected} but the next segment is "
+                f"{segment_name(base)}: records {expected}..{base - 1} are missing (this segment "
+                f"was cut short, or {segment_name(expected)} is missing)"
+            )
+            return self._corrupt(previous, Malformed(reason, offset=previous.good_offset))
+        name = segment_name(base)
+        report = FileReport(name, os.path.getsize(self._path(name)))
+        self.reports.append(report)
+        reason = f"starts at record {base}, inside the previous segment (which ends at {expected})"
+        return self._corrupt(report, Malformed(reason, offset=0))
+
+    def _decoded(self, report: FileReport, record: Record) -> Entry:
+        """The record's operations; a payload that passed its checksum but does not decode is
+        corruption at the record (it is what the writer wrote: never guess what it meant)."""
+        try:
+            return Entry(record.number, record.offset, decode_ops(record.payload, record.version))
+        except PayloadError as exc:
+            reason = f"record {record.number} does not decode: {exc}"
+            raise self._corrupt(report, Malformed(reason, offset=record.offset)) from None
+
+    def _snapshot(self, base: int) -> Iterator[Entry]:
         name = snapshot_name(base)
         if base not in self.listing.snapshots:
             raise self._missing(name)
         report = FileReport(name, 0)
         self.reports.append(report)
         with mapped(self._path(name)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             try:
                 for record in snapshot_records(buf, base):
+                    entry = self._decoded(report, record)
                     report.records += 1
-                    yield record
+                    yield entry
             except Malformed as exc:
                 raise self._corrupt(report, exc) from None
         report.good_offset = report.size
 
-    def _segment(self, base: int, newest: bool) -> Generator[Record, None, FileReport]:
+    def _segment(self, base: int, newest: bool) -> Generator[Entry, None, FileReport]:
         # A generator that returns its report when done (``yield from`` hands it back).
         name = segment_name(base)
         report = FileReport(name, 0)
         self.reports.append(report)
+        version = FORMAT_VERSION
         with mapped(self._path(name)) as buf:
-            report.size = len(buf)
+            report.size, report.version = len(buf), peek_version(buf)
             reader = None
             try:
                 reader, records = segment_records(buf, base)
+                version = reader.version
                 for record in records:
+                    entry = self._decoded(report, record)
                     report.records += 1
-                    yield record
+                    yield entry
             except Malformed as exc:
                 if not (newest and exc.torn):
                     raise self._corrupt(report, exc) from None
                 report.problem, report.problem_offset, report.torn = exc.reason, exc.offset, True
             good = reader.good_offset if reader is not None else 0
             report.good_offset = good
+            report.sealed = reader is not None and reader.sealed
         self.log_bytes += report.good_offset
         if newest:
             torn = report if report.torn else None
-            self.tail = Tail(base, report.good_offset, base + report.records, torn)
+            self.tail = Tail(
+                base, report.good_offset, base + report.records, torn, version, report.sealed
+            )
         return report

@@ -1,0 +1,237 @@
+"""The operation payload: how a DATA record's list of ``Op``s is encoded, in both versions.
+
+Pure code, bytes in and out. ``docs/wal-format.md`` ("Operation payload") is the specification.
+Version 2 carries any bytes exactly: a tag byte per operation, then fixed-size fields, then the
+variable fields each preceded by its u32 length. Version 1 payloads are the line protocol's
+text (``SET <bucket> <key> <value>`` / ``DEL <bucket> <key>``) and are only decoded, byte for
+byte: the value is everything after the third space, nothing is stripped.
+
+A payload that does not decode raises ``PayloadError``; the reader of the log has already
+verified its checksum, so the caller reports it as corruption at the record's offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION
+from minidb.wal._ops import Expire, Flush, Op, Put, Remove
+
+TAG_PUT = 1
+TAG_REMOVE = 2
+TAG_EXPIRE = 3
+TAG_FLUSH = 4
+TAG_FLUSH_ALL = 5
+
+NO_EXPIRY = -(1 << 63)
+"""The ``expire_at_ms`` that means "no expiry" (i64 minimum; every other i64 is a time)."""
+_MAX_MS = (1 << 63) - 1
+
+_PUT = struct.Struct("<BqIII")  # tag, expire_at_ms, bucket_len, key_len, value_len
+_KEYED = struct.Struct("<BII")  # tag, bucket_len, key_len (REMOVE)
+_EXPIRE = struct.Struct("<BqII")  # tag, expire_at_ms, bucket_len, key_len
+_FLUSH = struct.Struct("<BI")  # tag, bucket_len
+_pack_keyed = _KEYED.pack
+
+
+class PayloadError(ValueError):
+    """A payload that is not a valid encoding; ``position`` is the byte of the payload where
+    decoding failed."""
+
+    def __init__(self, reason: str, position: int) -> None:
+        super().__init__(f"{reason} at payload byte {position}")
+        self.reason = reason
+        self.position = position
+
+
+# The tag and the no-expiry sentinel of a PUT without TTL, packed once: the lengths are then
+# the only fields packed per write.
+_PUT_NO_EXPIRY = struct.pack("<Bq", TAG_PUT, NO_EXPIRY)
+_pack_lengths = struct.Struct("<III").pack
+
+
+def encode_put(bucket: bytes, key: bytes, value: bytes) -> bytes:
+    """The payload of one ``Put`` without expiry: the store's hot path (one pack, one join)."""
+    return b"".join(
+        (_PUT_NO_EXPIRY, _pack_lengths(len(bucket), len(key), len(value)), bucket, key, value)
+    )
+
+
+def encode_remove(bucket: bytes, key: bytes) -> bytes:
+    """The payload of one ``Remove``."""
+    return b"".join((_pack_keyed(TAG_REMOVE, len(bucket), len(key)), bucket, key))
+
+
+def _expiry(expire_at_ms: int | None) -> int:
+    if expire_at_ms is None:
+        return NO_EXPIRY
+    if not NO_EXPIRY < expire_at_ms <= _MAX_MS:
+        raise ValueError(f"expire_at_ms {expire_at_ms} is not an i64 time (or is the sentinel)")
+    return expire_at_ms
+
+
+def encode_ops(ops: Iterable[Op]) -> bytes:
+    """The version-2 payload of one record holding ``ops`` (at least one), applied in order.
+
+    Raises ``ValueError`` for no operations, an unrepresentable expiry, or a field of 4 GiB.
+    """
+    parts: list[bytes] = []
+    try:
+        for op in ops:
+            kind = type(op)
+            if kind is Put:
+                b, k, v, ms = op  # type: ignore[misc]
+                parts += (_PUT.pack(TAG_PUT, _expiry(ms), len(b), len(k), len(v)), b, k, v)
+            elif kind is Remove:
+                b, k = op  # type: ignore[misc]
+                parts += (_KEYED.pack(TAG_REMOVE, len(b), len(k)), b, k)
+            elif kind is Expire:
+                b, k, ms = op  # type: ignore[misc]
+                parts += (_EXPIRE.pack(TAG_EXPIRE, _expiry(ms), len(b), len(k)), b, k)
+            elif kind is Flush:
+                (b,) = op  # type: ignore[misc]
+                if b is None:
+                    parts.append(bytes([TAG_FLUSH_ALL]))
+                else:
+                    parts += (_FLUSH.pack(TAG_FLUSH, len(b)), b)
+            else:
+                raise ValueError(f"not an operation: {op!r}")
+    except struct.error as exc:
+        raise ValueError(f"operation field too long to encode: {exc}") from None
+    if not parts:
+        raise ValueError("a record holds at least one operation")
+    return b"".join(parts)
+
+
+def decode_ops(payload: bytes, version: int = FORMAT_VERSION) -> list[Op]:
+    """The operations of one DATA payload of a file of format ``version``; ``PayloadError`` if
+    it does not decode."""
+    if version == FORMAT_VERSION:
+        return _decode_v2(payload)
+    if version == LEGACY_VERSION:
+        return [_decode_v1(payload)]
+    raise PayloadError(f"unknown format version {version}", 0)
+
+
+def _take(payload: bytes, pos: int, length: int, what: str) -> bytes:
+    end = pos + length
+    if end > len(payload):
+        raise PayloadError(f"{what} of {length} bytes runs past the end", pos)
+    return payload[pos:end]
+
+
+def _fixed(layout: struct.Struct, payload: bytes, pos: int) -> tuple[int, ...]:
+    if pos + layout.size > len(payload):
+        raise PayloadError("operation header cut short", pos)
+    return layout.unpack_from(payload, pos)
+
+
+_unpack_put = _PUT.unpack_from
+_PUT_SIZE = _PUT.size
+
+
+def _decode_v2(payload: bytes) -> list[Op]:
+    size = len(payload)
+    if not size:
+        raise PayloadError("empty payload: a record holds at least one operation", 0)
+    if payload[0] == TAG_PUT and size >= _PUT_SIZE:
+        # The common record (one SET, every snapshot record) without the general loop: replay
+        # time is mostly this.
+        _, ms, blen, klen, vlen = _unpack_put(payload)
+        key_at = _PUT_SIZE + blen
+        value_at = key_at + klen
+        if value_at + vlen == size:
+            return [
+                Put(
+                    payload[_PUT_SIZE:key_at],
+                    payload[key_at:value_at],
+                    payload[value_at:],
+                    None if ms == NO_EXPIRY else ms,
+                )
+            ]
+    ops: list[Op] = []
+    pos = 0
+    while pos < size:
+        tag = payload[pos]
+        start = pos
+        if tag == TAG_PUT:
+            _, ms, blen, klen, vlen = _fixed(_PUT, payload, pos)
+            pos += _PUT.size
+            bucket = _take(payload, pos, blen, "bucket")
+            key = _take(payload, pos + blen, klen, "key")
+            value = _take(payload, pos + blen + klen, vlen, "value")
+            pos += blen + klen + vlen
+            ops.append(Put(bucket, key, value, None if ms == NO_EXPIRY else ms))
+        elif tag == TAG_REMOVE:
+            _, blen, klen = _fixed(_KEYED, payload, pos)
+            pos += _KEYED.size
+            bucket = _take(payload, pos, blen, "bucket")
+            key = _take(payload, pos + blen, klen, "key")
+            pos += blen + klen
+            ops.append(Remove(bucket, key))
+        elif tag == TAG_EXPIRE:
+            _, ms, blen, klen = _fixed(_EXPIRE, payload, pos)
+            pos += _EXPIRE.size
+            bucket = _take(payload, pos, blen, "bucket")
+            key = _take(payload, pos + blen, klen, "key")
+            pos += blen + klen
+            ops.append(Expire(bucket, key, None if ms == NO_EXPIRY else ms))
+        elif tag == TAG_FLUSH:
+            _, blen = _fixed(_FLUSH, payload, pos)
+            pos += _FLUSH.size
+            bucket = _take(payload, pos, blen, "bucket")
+            pos += blen
+            ops.append(Flush(bucket))
+        elif tag == TAG_FLUSH_ALL:
+            pos += 1
+            ops.append(Flush(None))
+        else:
+            raise PayloadError(f"unknown operation tag {tag}", start)
+    return ops
+
+
+def _decode_v1(payload: bytes) -> Op:
+    verb, space, rest = payload[:4], payload[3:4], payload[4:]
+    if space == b" " and verb == b"SET ":
+        parts = rest.split(b" ", 2)
+        if len(parts) == 3 and parts[0] and parts[1]:
+            return Put(parts[0], parts[1], parts[2])
+    elif space == b" " and verb == b"DEL ":
+        parts = rest.split(b" ")
+        if len(parts) == 2 and parts[0] and parts[1]:
+            return Remove(parts[0], parts[1])
+    raise PayloadError(f"not a version-1 write request: {bytes(payload[:80])!r}", 0)
+
+
+def escape(field: bytes) -> str:
+    """``field`` printed binary-safely (``docs/wal-format.md``, "Tools"): 0x21-0x7E as
+    themselves except ``\\``, ``"`` and ``;``; a backslash doubled; other bytes as ``\\xHH``;
+    the empty string as ``""``."""
+    if not field:
+        return '""'
+    return "".join(_ESCAPED[b] for b in field)
+
+
+_ESCAPED = [
+    "\\\\" if b == 0x5C else chr(b) if 0x21 <= b <= 0x7E and b not in b'";' else f"\\x{b:02x}"
+    for b in range(256)
+]
+
+
+def describe(ops: Iterable[Op]) -> str:
+    """One record's operations as a line of words, ``" ; "`` between operations."""
+    words: list[str] = []
+    for op in ops:
+        if type(op) is Put:
+            text = f"PUT {escape(op.bucket)} {escape(op.key)} {escape(op.value)}"
+            words.append(text if op.expire_at_ms is None else f"{text} PXAT {op.expire_at_ms}")
+        elif type(op) is Remove:
+            words.append(f"DEL {escape(op.bucket)} {escape(op.key)}")
+        elif type(op) is Expire:
+            where = f"{escape(op.bucket)} {escape(op.key)}"
+            ms = op.expire_at_ms
+            words.append(f"PERSIST {where}" if ms is None else f"EXPIRE {where} {ms}")
+        elif type(op) is Flush:
+            words.append("FLUSHALL" if op.bucket is None else f"FLUSH {escape(op.bucket)}")
+    return " ; ".join(words)

@@ -1,0 +1,124 @@
+"""The operation payload: round trips of any bytes and expiries, version-1 text, refusals."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minidb.wal import Expire, Flush, Op, Put, Remove, decode_ops, encode_ops, encode_put
+from minidb.wal._format import LEGACY_VERSION
+from minidb.wal._payload import NO_EXPIRY, PayloadError, describe, encode_remove, escape
+
+NAMES = st.binary(max_size=70)
+EXPIRY = st.none() | st.integers(min_value=NO_EXPIRY + 1, max_value=2**63 - 1)
+OPS: st.SearchStrategy[Op] = st.one_of(
+    st.builds(Put, NAMES, NAMES, st.binary(max_size=300), EXPIRY),
+    st.builds(Remove, NAMES, NAMES),
+    st.builds(Expire, NAMES, NAMES, EXPIRY),
+    st.builds(Flush, st.none() | NAMES),
+)
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(st.lists(OPS, min_size=1, max_size=12))
+def test_payload_any_ops_round_trip(ops: list[Op]) -> None:
+    """Any operations, with any bytes and any expiry, decode to exactly what was encoded."""
+    assert decode_ops(encode_ops(ops)) == ops
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(NAMES, NAMES, st.binary(max_size=300))
+def test_payload_fast_encoders_match_encode_ops(bucket: bytes, key: bytes, value: bytes) -> None:
+    """The store's one-op encoders produce the canonical encoding."""
+    assert encode_put(bucket, key, value) == encode_ops([Put(bucket, key, value)])
+    assert encode_remove(bucket, key) == encode_ops([Remove(bucket, key)])
+
+
+def test_payload_large_key_and_value_round_trip() -> None:
+    """A 64 KiB key and a 16 MiB value are carried whole (u32 lengths)."""
+    op = Put(b"b", b"k" * 65536, b"\x00\r\n" * (16 * 1024 * 1024 // 3), 5)
+    assert decode_ops(encode_ops([op, Remove(b"b", b"x")])) == [op, Remove(b"b", b"x")]
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(st.lists(OPS, min_size=1, max_size=6), st.data())
+def test_payload_cut_or_extended_payload_is_refused(ops: list[Op], data: st.DataObject) -> None:
+    """A payload cut anywhere inside an op, or with bytes after the last op, never decodes
+    silently into something else: it raises ``PayloadError`` or decodes to a prefix of ops."""
+    payload = encode_ops(ops)
+    cut = data.draw(st.integers(min_value=0, max_value=len(payload) - 1))
+    try:
+        got = decode_ops(payload[:cut])
+    except PayloadError:
+        pass
+    else:
+        assert got == ops[: len(got)] and len(got) < len(ops)
+    with pytest.raises(PayloadError):
+        decode_ops(payload + b"\x07")
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"\x00", b"\x09abc", b"\x01" + b"\x00" * 8, b"\x02\x05\x00\x00\x00\x00\x00\x00\x00ab"],
+)
+def test_payload_malformed_v2_is_refused(payload: bytes) -> None:
+    """Empty payloads, unknown tags and lengths past the end raise ``PayloadError``."""
+    with pytest.raises(PayloadError):
+        decode_ops(payload)
+
+
+def test_payload_refuses_to_encode_nothing_or_the_sentinel() -> None:
+    """A record holds at least one op, and the no-expiry sentinel is not a time."""
+    with pytest.raises(ValueError):
+        encode_ops([])
+    with pytest.raises(ValueError):
+        encode_ops([Expire(b"b", b"k", NO_EXPIRY)])
+    with pytest.raises(ValueError):
+        encode_ops([Put(b"b", b"k", b"v", 2**63)])
+
+
+@pytest.mark.parametrize(
+    "text, op",
+    [
+        (b"SET b k abc\r", Put(b"b", b"k", b"abc\r")),
+        (b"SET b k  two  spaces ", Put(b"b", b"k", b" two  spaces ")),
+        (b"SET b k ", Put(b"b", b"k", b"")),
+        (b"SET b k caf\xc3\xa9\r\r", Put(b"b", b"k", b"caf\xc3\xa9\r\r")),
+        (b"DEL users alice", Remove(b"users", b"alice")),
+    ],
+)
+def test_payload_v1_text_decodes_byte_for_byte(text: bytes, op: Op) -> None:
+    """Version-1 SET keeps the value after the third space exactly; nothing is stripped."""
+    assert decode_ops(text, LEGACY_VERSION) == [op]
+
+
+@pytest.mark.parametrize(
+    "text", [b"GET b k", b"SET b k", b"DEL b", b"DEL b k extra", b"set b k v", b"SET  k v", b""]
+)
+def test_payload_v1_non_writes_are_refused(text: bytes) -> None:
+    """Version-1 payloads other than a well-formed SET or DEL raise ``PayloadError``."""
+    with pytest.raises(PayloadError):
+        decode_ops(text, LEGACY_VERSION)
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(st.binary(max_size=100))
+def test_payload_escape_is_printable_and_unambiguous(raw: bytes) -> None:
+    """Escaped fields hold no space or control character and decode back to the bytes."""
+    text = escape(raw)
+    assert text.isprintable() and " " not in text and ";" not in text
+    decoded = b"" if text == '""' else text.encode().decode("unicode_escape").encode("latin-1")
+    assert decoded == raw
+
+
+def test_payload_describe_prints_each_kind() -> None:
+    """Every op kind has its word form; ops of one record are separated by ' ; '."""
+    ops: list[Op] = [
+        Put(b"b", b"k", b"v w"), Put(b"b", b"k", b"", 7), Remove(b"b", b"k"),
+        Expire(b"b", b"k", 9), Expire(b"b", b"k", None), Flush(b"b"), Flush(None),
+    ]
+    assert describe(ops) == (
+        'PUT b k v\\x20w ; PUT b k "" PXAT 7 ; DEL b k ; EXPIRE b k 9 ; PERSIST b k ; '
+        "FLUSH b ; FLUSHALL"
+    )
