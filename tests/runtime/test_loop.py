@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import math
 import random
 import sys
+import time
+import traceback
 from typing import Any
 
 import pytest
@@ -389,3 +392,120 @@ def test_loop_entry_points_run_policy_and_runner() -> None:
         assert asyncio.run(kind()) == "WheelEventLoop"
     finally:
         asyncio.set_event_loop_policy(policy)
+
+
+# -- printed timer handles: exactly as stock asyncio prints its TimerHandle ---------------
+
+_STATES = ("pending", "cancelled", "ran", "ran-then-cancelled")
+_LOOP_FACTORIES = (rt.new_event_loop, asyncio.SelectorEventLoop)
+
+
+class _StandingClock:
+    """A loop clock that stands still unless a callback moves it, the same on every loop."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.calls: list[tuple[object, ...]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def note(self, *args: object) -> None:
+        self.calls.append(args)
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+    def fail(self) -> None:
+        raise ValueError("the timer's callback failed")
+
+
+def _standing_start() -> float:
+    """A whole second ahead of the monotonic clock, so no loop made after it is past it."""
+    return float(math.ceil(time.monotonic()) + 10)
+
+
+def _printed_timer(
+    loop: asyncio.AbstractEventLoop, start: float, *, debug: bool, via: str, delay: float,
+    state: str,
+) -> tuple[str, str, str]:
+    """repr(), str() and creation stack (as the exception handler prints it) of a timer of
+    ``loop`` in ``state``, on a clock standing at ``start``."""
+    clock = _StandingClock(start)
+    loop.time = clock.time  # type: ignore[method-assign]
+    loop.set_debug(debug)
+    try:
+        if state.startswith("ran"):
+            delay = -delay
+        # The same lines for every loop: in debug mode the handles are "created at" them.
+        if via == "call_later":
+            handle = loop.call_later(delay, clock.note, "x", 1)
+        else:
+            handle = loop.call_at(int(start) + delay, clock.note, "x", 1)
+        if state.startswith("ran"):
+            loop.call_soon(loop.stop)
+            loop.run_forever()  # one turn: the stop and the due timer both run in it
+            assert clock.calls == [("x", 1)]
+        if state.endswith("cancelled"):
+            handle.cancel()
+        stack = traceback.format_list(handle._source_traceback or [])
+        return repr(handle), str(handle), "".join(stack)
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("state", _STATES)
+@pytest.mark.parametrize("via", ["call_at", "call_later"])
+@pytest.mark.parametrize("delay", [3600.25, 3600])
+@pytest.mark.parametrize("debug", [False, True])
+def test_loop_timer_handles_print_as_stock(debug: bool, delay: float, via: str, state: str) -> None:
+    """A timer's repr and str equal stock asyncio's for the same when, callback, args and state."""
+    start = _standing_start()
+    case: dict[str, Any] = {"debug": debug, "via": via, "delay": delay, "state": state}
+    # One line for both loops, so that their handles' creation stacks can be equal.
+    ours, stock = [_printed_timer(make(), start, **case) for make in _LOOP_FACTORIES]
+    assert ours == stock
+    assert ours[0].startswith("<TimerHandle ")
+    assert bool(ours[2]) == debug
+
+
+def test_loop_timer_handle_subclasses_print_their_own_name() -> None:
+    """A subclass of the loop's handle prints its own name, as subclasses of asyncio's do."""
+
+    class Sub(rt.WheelTimerHandle):
+        __slots__ = ()
+
+    loop = rt.new_event_loop()
+    loop.set_debug(False)  # python -X dev turns it on
+    try:
+        assert repr(Sub(12.5, print, (), loop)) == "<Sub when=12.5 print()>"
+    finally:
+        loop.close()
+
+
+def test_loop_debug_messages_print_timer_handles_as_stock(caplog: pytest.LogCaptureFixture) -> None:
+    """The slow-callback warning and the exception handler's message name timers as stock does."""
+    start = _standing_start()
+    logged: list[list[str]] = []
+    for loop in (asyncio.SelectorEventLoop(), rt.new_event_loop()):
+        clock = _StandingClock(start)
+        loop.time = clock.time  # type: ignore[method-assign]
+        loop.set_debug(True)
+        loop.slow_callback_duration = 0.1
+        caplog.clear()
+        try:
+            with caplog.at_level(logging.WARNING, logger="asyncio"):
+                # The same lines for both loops: the handles are "created at" them.
+                loop.call_at(start - 2, clock.advance, 0.3)
+                loop.call_later(-1, clock.fail)
+                loop.call_soon(loop.stop)
+                loop.run_forever()  # one turn: both timers are due
+        finally:
+            loop.close()
+        logged.append([r.getMessage() for r in caplog.records if r.name == "asyncio"])
+    stock, ours = logged
+    assert ours == stock
+    assert ours[0].startswith("Executing <TimerHandle when=") and ours[0].endswith(
+        "took 0.300 seconds"
+    )
+    assert "\nhandle: <TimerHandle when=" in ours[1]

@@ -19,6 +19,11 @@ timers whose deadlines share a tick run in the order they were scheduled (FIFO, 
 uvloop/libuv, which also keep 1 ms deadlines; stock asyncio orders by the exact float and calls
 the order of equal deadlines undefined); ``loop.time()`` is the stock monotonic clock.
 
+A timer handle is an ``asyncio.TimerHandle`` (``WheelTimerHandle``) and prints as stock asyncio
+prints one, ``<TimerHandle when=...>``, in every state and in every message that shows it (the
+slow-callback warning, the exception handler's context); in debug mode it records the same
+creation stack, frame for frame. Logs and tests written against stock asyncio match unchanged.
+
 When the optional C accelerator is in use (``_accel.py``; ``MINIDB_PURE_PYTHON=1`` turns it
 off) the wheel is its C twin and ``call_at``/``call_later`` leave making and filing the handle
 to ``_cwheel.schedule`` (``reschedule`` to ``_cwheel.reschedule``); the Python methods remain
@@ -95,7 +100,11 @@ class WheelTimerHandle(events.TimerHandle):
         self._cancelled = False
         self._repr = None
         if loop._debug:
-            self._source_traceback = format_helpers.extract_stack(sys._getframe(1))
+            # Stock takes the stack from TimerHandle.__init__'s frame and then drops that frame;
+            # taking it from this one and dropping it keeps the same DEBUG_STACK_DEPTH window,
+            # so once each caller drops its own frame too, the stack is the one stock keeps.
+            self._source_traceback = format_helpers.extract_stack(sys._getframe())
+            del self._source_traceback[-1]
         else:
             self._source_traceback = None  # type: ignore[assignment]
         self._when = when
@@ -115,6 +124,17 @@ class WheelTimerHandle(events.TimerHandle):
                 self._repr = repr(self)  # type: ignore[assignment]
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
+
+    def _repr_info(self) -> list[str]:
+        # Handle._repr_info opens with the class's own name, but this class is the loop's
+        # TimerHandle and logs and tests match "<TimerHandle when=...>": name it as asyncio
+        # names its own. Every printed form comes through here (repr and str, the repr cancel()
+        # keeps in debug mode, in C too, the "Executing ... took" warning, the exception
+        # handler's 'handle'). A subclass keeps its own name, as under asyncio.
+        info: list[str] = super()._repr_info()  # type: ignore[misc]  # not in typeshed
+        if self.__class__ is WheelTimerHandle:
+            info[0] = events.TimerHandle.__name__
+        return info
 
     # The Python cancel, kept when the accelerator replaces ``cancel`` (below) for the
     # instances of subclasses, which it hands back to this method.
@@ -229,7 +249,9 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
 
     # The same two methods with the handle made and filed in C (``_cwheel.schedule``), used when
     # the accelerator is on: no bytecode runs between the loop's checks and the filed handle.
-    # Debug mode takes the Python methods above (the traceback, the thread and callback checks).
+    # In debug mode (the traceback, the thread and callback checks) they do the Python methods'
+    # work in their own frame rather than calling them: a frame more between the caller and the
+    # handle would cost the traceback its oldest frame, which stock asyncio keeps.
 
     def _call_at_c(
         self,
@@ -239,14 +261,18 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None = None,
     ) -> WheelTimerHandle:
         """Like ``asyncio.AbstractEventLoop.call_at``; the handle is filed on the wheel."""
-        if self._debug:
-            timer = self._call_at_py(when, callback, *args, context=context)
-            if timer._source_traceback:
-                del timer._source_traceback[-1]
-            return timer
         if when is None:
             raise TypeError("when cannot be None")
         self._check_closed()
+        if self._debug:
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+            timer = WheelTimerHandle(when, callback, args, self, context)
+            if timer._source_traceback:
+                del timer._source_traceback[-1]
+            self._wheel.insert(timer, self._tick_for(when))
+            timer._scheduled = True
+            return timer
         return _C_SCHEDULE(
             self, self._wheel, WheelTimerHandle, when, callback, args, context,
             self._tick_tolerance,
@@ -260,13 +286,13 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         context: contextvars.Context | None = None,
     ) -> WheelTimerHandle:
         """Like ``asyncio.AbstractEventLoop.call_later`` (which is ``call_at(time() + delay)``)."""
+        if delay is None:
+            raise TypeError("delay must not be None")
         if self._debug:
-            timer = self._call_later_py(delay, callback, *args, context=context)
+            timer = self.call_at(self.time() + delay, callback, *args, context=context)
             if timer._source_traceback:
                 del timer._source_traceback[-1]
             return timer
-        if delay is None:
-            raise TypeError("delay must not be None")
         when = self.time() + delay
         self._check_closed()
         return _C_SCHEDULE(
