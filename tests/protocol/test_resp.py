@@ -1,0 +1,626 @@
+"""The RESP codec: framing at any split, Redis's errors word for word, both reply versions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minidb.protocol import (
+    MAX_INLINE_BYTES,
+    NULL_ARRAY,
+    SIMPLE_OK,
+    SIMPLE_PONG,
+    ErrorReply,
+    RespDecoder,
+    RespEncoder,
+    RespProtocolError,
+    RespReplyDecoder,
+    Simple,
+    Verbatim,
+    encode_command,
+    encode_resp_reply,
+    format_double,
+)
+from minidb.protocol._resp import MIN_BUFFER_HEADROOM_BYTES, split_inline, strict_int
+
+SET = encode_command([b"SET", b"key:__rand_int__", b"xxx"])
+GET = encode_command([b"GET", b"key:__rand_int__"])
+
+
+def decode_all(data: bytes, **limits: int) -> list[list[bytes]]:
+    """Feed ``data`` in one read and take every command."""
+    decoder = RespDecoder(**limits)
+    decoder.feed(data)
+    return decoder.next_commands()
+
+
+def decode_in_pieces(pieces: list[bytes], decoder: RespDecoder | None = None) -> list[list[bytes]]:
+    """Feed each piece as one read, taking the commands after each."""
+    decoder = decoder or RespDecoder()
+    out: list[list[bytes]] = []
+    for piece in pieces:
+        decoder.feed(piece)
+        out += decoder.next_commands()
+    return out
+
+
+def protocol_error(data: bytes, **limits: int) -> str:
+    """The reason of the protocol error ``data`` ends in (asserting one is raised)."""
+    decoder = RespDecoder(**limits)
+    decoder.feed(data)
+    with pytest.raises(RespProtocolError) as caught:
+        while True:
+            decoder.next_commands()
+    return caught.value.reason
+
+
+# -- framing ----------------------------------------------------------------------------------
+
+
+def test_decoder_benchmark_shapes() -> None:
+    """redis-benchmark's SET and GET decode to their argv."""
+    assert decode_all(SET + GET) == [
+        [b"SET", b"key:__rand_int__", b"xxx"],
+        [b"GET", b"key:__rand_int__"],
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [[b"PING"], [b""], [b"a\r\nb", b"\r\n", b"\r", b"\n"], [b"x" * 5000, b"y"], [b"k"] * 70],
+)
+def test_decoder_multibulk_any_content(argv: list[bytes]) -> None:
+    """Arguments with CRLFs, empty ones, long ones and many of them come back byte for byte."""
+    assert decode_all(encode_command(argv)) == [argv]
+
+
+@pytest.mark.parametrize("empty", [b"*0\r\n", b"*-1\r\n", b"\r\n", b"\n", b"   \r\n", b"\t\n"])
+def test_decoder_empty_commands_are_ignored(empty: bytes) -> None:
+    """``*0``, ``*-1`` and blank inline lines produce no command, as in Redis."""
+    assert decode_all(empty + GET) == [[b"GET", b"key:__rand_int__"]]
+
+
+@pytest.mark.parametrize(
+    "line, argv",
+    [
+        (b"PING", [b"PING"]),
+        (b"  set  a   b ", [b"set", b"a", b"b"]),
+        (b'SET "a b" c', [b"SET", b"a b", b"c"]),
+        (b'"\\n\\r\\t\\b\\a\\\\\\"\\q"', [b'\n\r\t\b\a\\"q']),
+        (b'"\\x41\\x4a\\xzz"', [b"AJxzz"]),
+        (b"'it\\'s' 'a\\nb'", [b"it's", b"a\\nb"]),
+        (b'a"b c"d', None),
+        (b'a"b c" d', [b"ab c", b"d"]),
+        (b'""', [b""]),
+        (b"a\x0bb", [b"a\x0bb"]),
+        (b"\x0b a", [b"a"]),
+        (b"a\x00 b", [b"a"]),
+        (b'"abc', None),
+        (b"'abc", None),
+        (b'"a"b', None),
+        (b"'a'b", None),
+        (b'"a\\', None),
+    ],
+)
+def test_split_inline_follows_sdssplitargs(line: bytes, argv: list[bytes] | None) -> None:
+    """Inline arguments split and unquote exactly as Redis's sdssplitargs does."""
+    assert split_inline(line) == argv
+
+
+def test_decoder_inline_lf_and_crlf() -> None:
+    """Inline lines end at LF with or without CR, mixed freely with multibulk."""
+    data = b"PING\nGET a\r\n" + GET + b"ECHO 'x'\n"
+    assert decode_all(data) == [
+        [b"PING"],
+        [b"GET", b"a"],
+        [b"GET", b"key:__rand_int__"],
+        [b"ECHO", b"x"],
+    ]
+
+
+_MIXED = (
+    SET
+    + GET
+    + b"PING\r\n"
+    + encode_command([b"SET", b"k", b"a\r\nb\r\n"])
+    + b"GET 'q r'\n"
+    + encode_command([b"x" * 300] * 3)
+    + b"*0\r\n"
+    + encode_command([b"MSET"] + [b"v"] * 100)
+)
+_MIXED_COMMANDS = decode_all(_MIXED)
+
+
+def test_decoder_every_single_split_gives_the_same_commands() -> None:
+    """A stream cut into two reads at every byte decodes as in one read."""
+    assert len(_MIXED_COMMANDS) == 7
+    for cut in range(len(_MIXED) + 1):
+        assert decode_in_pieces([_MIXED[:cut], _MIXED[cut:]]) == _MIXED_COMMANDS, cut
+
+
+def test_decoder_byte_at_a_time_gives_the_same_commands() -> None:
+    """A stream fed one byte per read decodes as in one read."""
+    assert decode_in_pieces([bytes([b]) for b in _MIXED]) == _MIXED_COMMANDS
+
+
+def test_decoder_ten_thousand_pipelined_commands_in_one_read() -> None:
+    """10k commands in one read all come out, in order."""
+    argvs = [[b"SET", b"k%d" % n, b"v%d" % n] for n in range(10_000)]
+    assert decode_all(b"".join(encode_command(a) for a in argvs)) == argvs
+
+
+def test_decoder_next_commands_takes_at_most_limit_and_keeps_the_rest() -> None:
+    """``next_commands(limit)`` leaves later commands undecoded in ``buffered``."""
+    decoder = RespDecoder()
+    decoder.feed(SET * 40 + b"*1\r\n$4\r\nPI")
+    assert len(decoder.next_commands(16)) == 16
+    assert decoder.buffered == len(SET) * 24 + 10
+    assert len(decoder.next_commands(16)) == 16
+    decoder.feed(b"NG\r\n")
+    assert decoder.next_commands(16) == [[b"SET", b"key:__rand_int__", b"xxx"]] * 8 + [[b"PING"]]
+    assert decoder.next_commands(16) == []
+    assert decoder.buffered == 0
+    stats = decoder.statistics()
+    assert (stats.commands, stats.bytes_fed, stats.buffered) == (41, len(SET) * 40 + 14, 0)
+
+
+def test_decoder_big_value_in_small_reads() -> None:
+    """A 5 MB value with CRLFs inside, in 64 KiB reads, arrives whole and joined once."""
+    value = (b"0123456789\r\n" * 500_000)[:5_000_000]
+    data = encode_command([b"SET", b"big", value]) + GET
+    decoder = RespDecoder()
+    pieces = [data[n : n + 65536] for n in range(0, len(data), 65536)]
+    joins = 0
+    out: list[list[bytes]] = []
+    for piece in pieces:
+        decoder.feed(piece)
+        before = decoder._lines
+        out += decoder.next_commands()
+        joins += decoder._lines is not before
+    assert out == [[b"SET", b"big", value], [b"GET", b"key:__rand_int__"]]
+    assert joins <= 3  # the first read, the completing one, and possibly the last
+
+
+# -- limits and errors ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"*x\r\n", "Protocol error: invalid multibulk length"),
+        (b"*01\r\n", "Protocol error: invalid multibulk length"),
+        (b"*+1\r\n", "Protocol error: invalid multibulk length"),
+        (b"* 1\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1 \r\n", "Protocol error: invalid multibulk length"),
+        (b"*-0\r\n", "Protocol error: invalid multibulk length"),
+        (b"*\r\n", "Protocol error: invalid multibulk length"),
+        (b"*2147483648\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1048577\r\n", "Protocol error: invalid multibulk length"),
+        (b"*" + b"9" * 5000 + b"\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1\r\n$x\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$03\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$" + b"1" * 5000 + b"\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$536870913\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n+OK\r\n", "Protocol error: expected '$', got '+'"),
+        (b"*2\r\n$1\r\na\r\n:1\r\n", "Protocol error: expected '$', got ':'"),
+        (b"*1\r\n\r\n", "Protocol error: expected '$', got ' '"),
+        (b"*1\r\n$3\r\nabcd\r\n", "Protocol error: expected CRLF after bulk data"),
+        (b"*1\r\n$3\r\nabcde", "Protocol error: expected CRLF after bulk data"),
+        (b"*1\r\n$3\r\nab\r\n\r\n", "Protocol error: expected CRLF after bulk data"),
+        (b'SET "a b\r\n', "Protocol error: unbalanced quotes in request"),
+        (b"SET 'a'b\r\n", "Protocol error: unbalanced quotes in request"),
+        (b"*" + b"1" * (MAX_INLINE_BYTES + 2), "Protocol error: too big mbulk count string"),
+        (b"*1\r\n$" + b"1" * (MAX_INLINE_BYTES + 2), "Protocol error: too big bulk count string"),
+        (b"P" * (MAX_INLINE_BYTES + 2), "Protocol error: too big inline request"),
+        (b"P" * (MAX_INLINE_BYTES + 1) + b"\r\n", "Protocol error: too big inline request"),
+    ],
+)
+def test_decoder_protocol_errors_have_redis_wording(data: bytes, reason: str) -> None:
+    """Each malformed stream ends in its protocol error, worded as Redis words it."""
+    assert protocol_error(data) == reason
+
+
+def test_decoder_error_reply_and_the_commands_before_it() -> None:
+    """Commands before an error come out first; then the error, with its reply, every call."""
+    decoder = RespDecoder()
+    decoder.feed(GET + b"PING\r\n*1\r\n$x\r\n" + GET)
+    assert decoder.next_commands() == [[b"GET", b"key:__rand_int__"], [b"PING"]]
+    assert decoder.error is not None
+    for _ in range(2):
+        with pytest.raises(RespProtocolError) as caught:
+            decoder.next_commands()
+        assert caught.value.reply == b"-ERR Protocol error: invalid bulk length\r\n"
+    decoder.feed(GET)  # ignored: the stream is over
+    assert decoder.error is caught.value
+
+
+def test_decoder_raw_byte_in_error_is_sent_back_as_is() -> None:
+    """``expected '$'`` quotes the offending byte, which goes back unchanged."""
+    decoder = RespDecoder()
+    decoder.feed(b"*1\r\n\xff\r\n")
+    with pytest.raises(RespProtocolError) as caught:
+        decoder.next_commands()
+    assert caught.value.reply == b"-ERR Protocol error: expected '$', got '\xff'\r\n"
+
+
+def test_decoder_max_bulk_bytes_is_a_parameter() -> None:
+    """A bulk of exactly ``max_bulk_bytes`` passes; one byte more is an invalid bulk length."""
+    limits = {"max_bulk_bytes": 10}
+    assert decode_all(encode_command([b"x" * 10]), **limits) == [[b"x" * 10]]
+    assert (
+        protocol_error(encode_command([b"x" * 11]), **limits)
+        == "Protocol error: invalid bulk length"
+    )
+
+
+def test_decoder_max_multibulk_count_is_a_parameter() -> None:
+    """A count of exactly ``max_multibulk_count`` passes; one more is invalid."""
+    assert decode_all(encode_command([b"a"] * 3), max_multibulk_count=3) == [[b"a"] * 3]
+    reason = protocol_error(encode_command([b"a"] * 4), max_multibulk_count=3)
+    assert reason == "Protocol error: invalid multibulk length"
+
+
+def test_decoder_buffer_limit_ends_the_stream_after_held_commands() -> None:
+    """Past ``max_buffer_bytes`` held, new bytes are dropped and the stream ends in an error
+    after the commands already held."""
+    limit = 100 + MIN_BUFFER_HEADROOM_BYTES
+    decoder = RespDecoder(max_bulk_bytes=100, max_buffer_bytes=limit)
+    held = SET * (limit // len(SET))
+    decoder.feed(held)
+    assert len(decoder.next_commands(1)) == 1
+    decoder.feed(SET * 2)  # too much while the rest is still held
+    assert decoder.buffered <= limit
+    assert len(decoder.next_commands()) == len(held) // len(SET) - 1
+    with pytest.raises(RespProtocolError) as caught:
+        decoder.next_commands()
+    assert caught.value.reason == "Protocol error: max query buffer length reached"
+
+
+def test_decoder_buffer_limit_counts_the_arguments_read_so_far() -> None:
+    """A multibulk whose arguments together exceed the buffer limit fails while arriving."""
+    decoder = RespDecoder(
+        max_bulk_bytes=100_000, max_buffer_bytes=100_000 + MIN_BUFFER_HEADROOM_BYTES
+    )
+    decoder.feed(b"*100\r\n")
+    with pytest.raises(RespProtocolError) as caught:
+        for _ in range(20):
+            decoder.feed(encode_command([b"v" * 99_990])[4:])
+            assert decoder.next_commands() == []
+            assert decoder.buffered <= 100_000 + MIN_BUFFER_HEADROOM_BYTES
+    assert caught.value.reason == "Protocol error: max query buffer length reached"
+
+
+def test_decoder_consumed_reads_do_not_count_against_the_limit() -> None:
+    """A long stream of complete commands, taken as it comes, never hits the limit."""
+    decoder = RespDecoder(max_bulk_bytes=100, max_buffer_bytes=100 + MIN_BUFFER_HEADROOM_BYTES)
+    for _ in range(200):
+        decoder.feed(SET * 1000)
+        assert len(decoder.next_commands()) == 1000
+
+
+def test_decoder_rejects_a_buffer_smaller_than_one_command() -> None:
+    """``max_buffer_bytes`` must hold the largest bulk and its headers."""
+    with pytest.raises(ValueError):
+        RespDecoder(max_bulk_bytes=1000, max_buffer_bytes=1000)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        (b"0", 0),
+        (b"7", 7),
+        (b"-7", -7),
+        (b"9223372036854775807", 2**63 - 1),
+        (b"-9223372036854775808", -(2**63)),
+        (b"9223372036854775808", None),
+        (b"-0", None),
+        (b"007", None),
+        (b"+7", None),
+        (b" 7", None),
+        (b"7_0", None),
+        (b"", None),
+        (b"-", None),
+        (b"\xd9\xa3", None),
+        (b"1" * 4301, None),
+    ],
+)
+def test_strict_int_follows_string2ll(field: bytes, value: int | None) -> None:
+    """Numbers parse under Redis's string2ll rules, long fields refused before int()."""
+    assert strict_int(field) == value
+
+
+_ARGS = st.lists(
+    st.binary(max_size=40) | st.sampled_from([b"\r\n", b"a\r", b"\nb"]), min_size=1, max_size=6
+)
+_WORDS = st.lists(
+    st.text(alphabet="abcXYZ019:_-", min_size=1, max_size=8).map(str.encode), min_size=1, max_size=4
+)
+
+
+@st.composite
+def _streams(draw: st.DrawFn) -> tuple[bytes, list[list[bytes]]]:
+    """A valid stream of multibulk and inline commands, and the commands it holds."""
+    wire: list[bytes] = []
+    argvs: list[list[bytes]] = []
+    for is_inline, args, words in draw(
+        st.lists(st.tuples(st.booleans(), _ARGS, _WORDS), max_size=8)
+    ):
+        if is_inline:
+            wire.append(b" ".join(words) + draw(st.sampled_from([b"\n", b"\r\n"])))
+            argvs.append(words)
+        else:
+            wire.append(encode_command(args))
+            argvs.append(args)
+    return b"".join(wire), argvs
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(_streams(), st.lists(st.integers(min_value=0), max_size=10))
+def test_decoder_valid_streams_at_random_splits(
+    stream: tuple[bytes, list[list[bytes]]], cuts: list[int]
+) -> None:
+    """Any valid stream decodes to its commands however it is split into reads."""
+    data, argvs = stream
+    assert decode_in_pieces(_split(data, cuts)) == argvs
+
+
+@settings(max_examples=300, deadline=None)
+@given(_streams(), st.lists(st.integers(min_value=0), max_size=6), st.integers(1, 4))
+def test_decoder_slow_path_agrees_with_fast_path(
+    stream: tuple[bytes, list[list[bytes]]], cuts: list[int], limit: int
+) -> None:
+    """With the fast path off (small limits) and a small ``limit``, the commands are the same."""
+    data, argvs = stream
+    decoder = RespDecoder(max_bulk_bytes=100)
+    out: list[list[bytes]] = []
+    for piece in _split(data, cuts):
+        decoder.feed(piece)
+        while batch := decoder.next_commands(limit):
+            assert len(batch) <= limit
+            out += batch
+    assert out == argvs
+
+
+_NOISE = st.lists(
+    st.binary(max_size=24)
+    | st.sampled_from(
+        [
+            b"*",
+            b"$",
+            b"\r\n",
+            b"*2\r\n",
+            b"$3\r\n",
+            b"-1",
+            b"99999999999999999999",
+            b'"',
+            b"'",
+            b"\\x4",
+            b"\n",
+            b"\x00",
+            b"PING",
+        ]
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_NOISE)
+def test_decoder_random_bytes_only_ever_raise_protocol_errors(chunks: list[bytes]) -> None:
+    """Random reads give commands of bytes or RespProtocolError, never another exception."""
+    decoder = RespDecoder(max_bulk_bytes=64)
+    for chunk in chunks:
+        decoder.feed(chunk)
+        try:
+            batch = decoder.next_commands(3)
+        except RespProtocolError as error:
+            assert error.reason.startswith("Protocol error: ")
+            assert error.reply.endswith(b"\r\n") and error.reply.count(b"\r\n") == 1
+            return
+        assert len(batch) <= 3
+        assert all(type(arg) is bytes for argv in batch for arg in argv)
+        assert decoder.buffered >= 0
+
+
+# -- reply encoding ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "result, resp2, resp3",
+    [
+        (SIMPLE_OK, b"+OK\r\n", b"+OK\r\n"),
+        (Simple("QUEUED"), b"+QUEUED\r\n", b"+QUEUED\r\n"),
+        (
+            ErrorReply("WRONGTYPE Operation"),
+            b"-WRONGTYPE Operation\r\n",
+            b"-WRONGTYPE Operation\r\n",
+        ),
+        (b"xxx", b"$3\r\nxxx\r\n", b"$3\r\nxxx\r\n"),
+        (b"", b"$0\r\n\r\n", b"$0\r\n\r\n"),
+        ("h\u00e9", b"$3\r\nh\xc3\xa9\r\n", b"$3\r\nh\xc3\xa9\r\n"),
+        (None, b"$-1\r\n", b"_\r\n"),
+        (NULL_ARRAY, b"*-1\r\n", b"_\r\n"),
+        (0, b":0\r\n", b":0\r\n"),
+        (-42, b":-42\r\n", b":-42\r\n"),
+        (123456, b":123456\r\n", b":123456\r\n"),
+        (2**63 - 1, b":9223372036854775807\r\n", b":9223372036854775807\r\n"),
+        (2**63, b"$19\r\n9223372036854775808\r\n", b"(9223372036854775808\r\n"),
+        (True, b":1\r\n", b"#t\r\n"),
+        (False, b":0\r\n", b"#f\r\n"),
+        (1.5, b"$3\r\n1.5\r\n", b",1.5\r\n"),
+        (math.inf, b"$3\r\ninf\r\n", b",inf\r\n"),
+        ([b"a", 1, None], b"*3\r\n$1\r\na\r\n:1\r\n$-1\r\n", b"*3\r\n$1\r\na\r\n:1\r\n_\r\n"),
+        ((), b"*0\r\n", b"*0\r\n"),
+        ({b"proto": 3}, b"*2\r\n$5\r\nproto\r\n:3\r\n", b"%1\r\n$5\r\nproto\r\n:3\r\n"),
+        ({b"m"}, b"*1\r\n$1\r\nm\r\n", b"~1\r\n$1\r\nm\r\n"),
+        (Verbatim("a\r\nb"), b"$4\r\na\r\nb\r\n", b"=8\r\ntxt:a\r\nb\r\n"),
+        ([[b"x"], []], b"*2\r\n*1\r\n$1\r\nx\r\n*0\r\n", b"*2\r\n*1\r\n$1\r\nx\r\n*0\r\n"),
+    ],
+)
+def test_encoder_every_type_in_both_versions(result: object, resp2: bytes, resp3: bytes) -> None:
+    """Each result has its RESP2 and RESP3 wire form, singly and in a batch."""
+    assert encode_resp_reply(result, 2) == resp2  # type: ignore[arg-type]
+    assert encode_resp_reply(result, 3) == resp3  # type: ignore[arg-type]
+    assert RespEncoder(3).encode_many([result, result]) == resp3 * 2  # type: ignore[list-item]
+
+
+def test_encoder_large_headers_and_values() -> None:
+    """Lengths past the precomputed tables are formatted, and a 4 MB bulk survives."""
+    value = b"v" * 4_000_000
+    assert encode_resp_reply(value) == b"$4000000\r\n" + value + b"\r\n"
+    assert encode_resp_reply([1] * 2000).startswith(b"*2000\r\n:1\r\n")
+    assert encode_resp_reply({n: n for n in range(1500)}, 3).startswith(b"%1500\r\n:0\r\n:0\r\n")
+
+
+def test_encoder_protocol_switch() -> None:
+    """``HELLO 3`` switches a connection's encoder; nulls change with it."""
+    encoder = RespEncoder()
+    assert encoder.encode(None) == b"$-1\r\n"
+    encoder.protocol = 3
+    assert (encoder.protocol, encoder.encode(None)) == (3, b"_\r\n")
+    with pytest.raises(ValueError):
+        encoder.protocol = 4
+
+
+def test_encoder_refuses_what_is_not_a_result() -> None:
+    """A value outside the vocabulary is a TypeError, not a guess."""
+    with pytest.raises(TypeError):
+        encode_resp_reply(bytearray(b"x"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        encode_resp_reply([object()])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("text", ["a\r\nb", "a\nb", "a\rb"])
+def test_simple_and_error_refuse_line_breaks(text: str) -> None:
+    """Simple strings and errors cannot carry CR or LF (they would break framing)."""
+    with pytest.raises(ValueError):
+        Simple(text)
+    with pytest.raises(ValueError):
+        ErrorReply(text)
+
+
+def test_error_reply_code() -> None:
+    """``code`` is the first word of the message."""
+    assert ErrorReply("WRONGTYPE Operation against a key").code == "WRONGTYPE"
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (1.5, b"1.5"),
+        (-2.25, b"-2.25"),
+        (0.0, b"0"),
+        (-0.0, b"-0"),
+        (3.0, b"3"),
+        (1e18, b"1000000000000000000"),
+        (1e19, b"1e+19"),
+        (3.14e20, b"3.14e+20"),
+        (0.001, b"0.001"),
+        (1e-5, b"0.00001"),
+        (1e-7, b"1e-7"),
+        (1.2345e-8, b"1.2345e-8"),
+        (123456.789, b"123456.789"),
+        (1 / 3, b"0.3333333333333333"),
+        (math.inf, b"inf"),
+        (-math.inf, b"-inf"),
+        (math.nan, b"nan"),
+        (5e-324, b"5e-324"),
+        (1.7976931348623157e308, b"1.7976931348623157e+308"),
+    ],
+)
+def test_format_double_matches_redis(value: float, text: bytes) -> None:
+    """Doubles print as Redis's d2string prints them."""
+    assert format_double(value) == text
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.floats())
+def test_format_double_round_trips(value: float) -> None:
+    """Every double's text parses back to the same double."""
+    parsed = float(format_double(value))
+    assert parsed == value or (math.isnan(parsed) and math.isnan(value))
+
+
+# -- round trips through the client half ------------------------------------------------------
+
+_SCALARS = (
+    st.binary(max_size=20)
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.booleans()
+    | st.floats(allow_nan=False)
+    | st.none()
+    | st.sampled_from([SIMPLE_OK, SIMPLE_PONG, ErrorReply("ERR x"), Verbatim("i\r\nnfo", "txt")])
+)
+_RESULTS = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.binary(max_size=5), inner, max_size=3)
+        | st.frozensets(st.binary(max_size=5), max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+def _as_resp2(value: object) -> object:
+    """What a RESP2 client reads back for ``value``."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        return str(value).encode()
+    if isinstance(value, float):
+        return format_double(value)
+    if isinstance(value, Verbatim):
+        return value.text.encode()
+    if isinstance(value, dict):
+        return [_as_resp2(x) for pair in value.items() for x in pair]
+    if isinstance(value, (list, tuple, frozenset)):
+        return [_as_resp2(x) for x in value]
+    return value
+
+
+@settings(max_examples=400, deadline=None)
+@given(_RESULTS, st.lists(st.integers(min_value=0), max_size=4))
+def test_replies_round_trip_through_the_client_decoder(result: object, cuts: list[int]) -> None:
+    """Encoded replies, split anywhere, decode to the result (RESP3) or its RESP2 reading."""
+    for protocol, expected in ((3, result), (2, _as_resp2(result))):
+        wire = encode_resp_reply(result, protocol)  # type: ignore[arg-type]
+        decoder = RespReplyDecoder()
+        got = [value for piece in _split(wire, cuts) for value in decoder.feed(piece)]
+        if protocol == 3 and isinstance(result, frozenset):
+            expected = set(result)
+        assert got == [expected]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ARGS, min_size=1, max_size=5))
+def test_commands_round_trip_through_the_decoder(argvs: list[list[bytes]]) -> None:
+    """``encode_command`` and the decoder are inverses."""
+    assert decode_all(b"".join(encode_command(a) for a in argvs)) == argvs
+
+
+def test_reply_decoder_reads_resp3_extras() -> None:
+    """Attributes are skipped, pushes are lists, blob errors are errors, big numbers ints."""
+    decoder = RespReplyDecoder()
+    wire = (
+        b"|1\r\n+ttl\r\n:5\r\n:7\r\n>2\r\n+message\r\n$1\r\nx\r\n!5\r\nERR x\r\n"
+        b"(-12345678901234567890123\r\n"
+    )
+    assert decoder.feed(wire) == [
+        7,
+        [Simple("message"), b"x"],
+        ErrorReply("ERR x"),
+        -12345678901234567890123,
+    ]
+    with pytest.raises(RespProtocolError):
+        RespReplyDecoder().feed(b"?\r\n")
