@@ -1,8 +1,11 @@
-"""The RESP codec: framing at any split, Redis's errors word for word, both reply versions."""
+"""The RESP request decoder: framing at any split, Redis's errors word for word, the limits.
+
+Every test runs on the pure decoder and, when it is built, on the C accelerator's scans.
+"""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -10,21 +13,33 @@ from hypothesis import strategies as st
 
 from minidb.protocol import (
     MAX_INLINE_BYTES,
-    NULL_ARRAY,
-    SIMPLE_OK,
-    SIMPLE_PONG,
-    ErrorReply,
     RespDecoder,
-    RespEncoder,
     RespProtocolError,
-    RespReplyDecoder,
-    Simple,
-    Verbatim,
+    _resp,
     encode_command,
-    encode_resp_reply,
-    format_double,
 )
 from minidb.protocol._resp import MIN_BUFFER_HEADROOM_BYTES, split_inline, strict_int
+
+_C_SCANS = _resp._load_scans() if _resp._scan is None else (_resp._scan, _resp._scan_raw)
+
+
+@pytest.fixture(
+    scope="module",
+    autouse=True,
+    params=[
+        "pure",
+        pytest.param(
+            "c", marks=pytest.mark.skipif(_C_SCANS[0] is None, reason="C accelerator not built")
+        ),
+    ],
+)
+def implementation(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run the module on the pure decoder, then on the accelerated one."""
+    saved = _resp._scan, _resp._scan_raw
+    _resp._scan, _resp._scan_raw = (None, None) if request.param == "pure" else _C_SCANS
+    yield request.param
+    _resp._scan, _resp._scan_raw = saved
+
 
 SET = encode_command([b"SET", b"key:__rand_int__", b"xxx"])
 GET = encode_command([b"GET", b"key:__rand_int__"])
@@ -167,20 +182,21 @@ def test_decoder_next_commands_takes_at_most_limit_and_keeps_the_rest() -> None:
     assert (stats.commands, stats.bytes_fed, stats.buffered) == (41, len(SET) * 40 + 14, 0)
 
 
-def test_decoder_big_value_in_small_reads() -> None:
+def test_decoder_big_value_in_small_reads(monkeypatch: pytest.MonkeyPatch) -> None:
     """A 5 MB value with CRLFs inside, in 64 KiB reads, arrives whole and joined once."""
     value = (b"0123456789\r\n" * 500_000)[:5_000_000]
     data = encode_command([b"SET", b"big", value]) + GET
-    decoder = RespDecoder()
-    pieces = [data[n : n + 65536] for n in range(0, len(data), 65536)]
     joins = 0
-    out: list[list[bytes]] = []
-    for piece in pieces:
-        decoder.feed(piece)
-        before = decoder._lines
-        out += decoder.next_commands()
-        joins += decoder._lines is not before
-    assert out == [[b"SET", b"big", value], [b"GET", b"key:__rand_int__"]]
+    merge = RespDecoder._merge
+
+    def counting_merge(self: RespDecoder) -> None:
+        nonlocal joins
+        joins += 1
+        merge(self)
+
+    monkeypatch.setattr(RespDecoder, "_merge", counting_merge)
+    pieces = [data[n : n + 65536] for n in range(0, len(data), 65536)]
+    assert decode_in_pieces(pieces) == [[b"SET", b"big", value], [b"GET", b"key:__rand_int__"]]
     assert joins <= 3  # the first read, the completing one, and possibly the last
 
 
@@ -432,176 +448,6 @@ def test_decoder_random_bytes_only_ever_raise_protocol_errors(chunks: list[bytes
         assert decoder.buffered >= 0
 
 
-# -- reply encoding ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "result, resp2, resp3",
-    [
-        (SIMPLE_OK, b"+OK\r\n", b"+OK\r\n"),
-        (Simple("QUEUED"), b"+QUEUED\r\n", b"+QUEUED\r\n"),
-        (
-            ErrorReply("WRONGTYPE Operation"),
-            b"-WRONGTYPE Operation\r\n",
-            b"-WRONGTYPE Operation\r\n",
-        ),
-        (b"xxx", b"$3\r\nxxx\r\n", b"$3\r\nxxx\r\n"),
-        (b"", b"$0\r\n\r\n", b"$0\r\n\r\n"),
-        ("h\u00e9", b"$3\r\nh\xc3\xa9\r\n", b"$3\r\nh\xc3\xa9\r\n"),
-        (None, b"$-1\r\n", b"_\r\n"),
-        (NULL_ARRAY, b"*-1\r\n", b"_\r\n"),
-        (0, b":0\r\n", b":0\r\n"),
-        (-42, b":-42\r\n", b":-42\r\n"),
-        (123456, b":123456\r\n", b":123456\r\n"),
-        (2**63 - 1, b":9223372036854775807\r\n", b":9223372036854775807\r\n"),
-        (2**63, b"$19\r\n9223372036854775808\r\n", b"(9223372036854775808\r\n"),
-        (True, b":1\r\n", b"#t\r\n"),
-        (False, b":0\r\n", b"#f\r\n"),
-        (1.5, b"$3\r\n1.5\r\n", b",1.5\r\n"),
-        (math.inf, b"$3\r\ninf\r\n", b",inf\r\n"),
-        ([b"a", 1, None], b"*3\r\n$1\r\na\r\n:1\r\n$-1\r\n", b"*3\r\n$1\r\na\r\n:1\r\n_\r\n"),
-        ((), b"*0\r\n", b"*0\r\n"),
-        ({b"proto": 3}, b"*2\r\n$5\r\nproto\r\n:3\r\n", b"%1\r\n$5\r\nproto\r\n:3\r\n"),
-        ({b"m"}, b"*1\r\n$1\r\nm\r\n", b"~1\r\n$1\r\nm\r\n"),
-        (Verbatim("a\r\nb"), b"$4\r\na\r\nb\r\n", b"=8\r\ntxt:a\r\nb\r\n"),
-        ([[b"x"], []], b"*2\r\n*1\r\n$1\r\nx\r\n*0\r\n", b"*2\r\n*1\r\n$1\r\nx\r\n*0\r\n"),
-    ],
-)
-def test_encoder_every_type_in_both_versions(result: object, resp2: bytes, resp3: bytes) -> None:
-    """Each result has its RESP2 and RESP3 wire form, singly and in a batch."""
-    assert encode_resp_reply(result, 2) == resp2  # type: ignore[arg-type]
-    assert encode_resp_reply(result, 3) == resp3  # type: ignore[arg-type]
-    assert RespEncoder(3).encode_many([result, result]) == resp3 * 2  # type: ignore[list-item]
-
-
-def test_encoder_large_headers_and_values() -> None:
-    """Lengths past the precomputed tables are formatted, and a 4 MB bulk survives."""
-    value = b"v" * 4_000_000
-    assert encode_resp_reply(value) == b"$4000000\r\n" + value + b"\r\n"
-    assert encode_resp_reply([1] * 2000).startswith(b"*2000\r\n:1\r\n")
-    assert encode_resp_reply({n: n for n in range(1500)}, 3).startswith(b"%1500\r\n:0\r\n:0\r\n")
-
-
-def test_encoder_protocol_switch() -> None:
-    """``HELLO 3`` switches a connection's encoder; nulls change with it."""
-    encoder = RespEncoder()
-    assert encoder.encode(None) == b"$-1\r\n"
-    encoder.protocol = 3
-    assert (encoder.protocol, encoder.encode(None)) == (3, b"_\r\n")
-    with pytest.raises(ValueError):
-        encoder.protocol = 4
-
-
-def test_encoder_refuses_what_is_not_a_result() -> None:
-    """A value outside the vocabulary is a TypeError, not a guess."""
-    with pytest.raises(TypeError):
-        encode_resp_reply(bytearray(b"x"))  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        encode_resp_reply([object()])  # type: ignore[list-item]
-
-
-@pytest.mark.parametrize("text", ["a\r\nb", "a\nb", "a\rb"])
-def test_simple_and_error_refuse_line_breaks(text: str) -> None:
-    """Simple strings and errors cannot carry CR or LF (they would break framing)."""
-    with pytest.raises(ValueError):
-        Simple(text)
-    with pytest.raises(ValueError):
-        ErrorReply(text)
-
-
-def test_error_reply_code() -> None:
-    """``code`` is the first word of the message."""
-    assert ErrorReply("WRONGTYPE Operation against a key").code == "WRONGTYPE"
-
-
-@pytest.mark.parametrize(
-    "value, text",
-    [
-        (1.5, b"1.5"),
-        (-2.25, b"-2.25"),
-        (0.0, b"0"),
-        (-0.0, b"-0"),
-        (3.0, b"3"),
-        (1e18, b"1000000000000000000"),
-        (1e19, b"1e+19"),
-        (3.14e20, b"3.14e+20"),
-        (0.001, b"0.001"),
-        (1e-5, b"0.00001"),
-        (1e-7, b"1e-7"),
-        (1.2345e-8, b"1.2345e-8"),
-        (123456.789, b"123456.789"),
-        (1 / 3, b"0.3333333333333333"),
-        (math.inf, b"inf"),
-        (-math.inf, b"-inf"),
-        (math.nan, b"nan"),
-        (5e-324, b"5e-324"),
-        (1.7976931348623157e308, b"1.7976931348623157e+308"),
-    ],
-)
-def test_format_double_matches_redis(value: float, text: bytes) -> None:
-    """Doubles print as Redis's d2string prints them."""
-    assert format_double(value) == text
-
-
-@settings(max_examples=2000, deadline=None)
-@given(st.floats())
-def test_format_double_round_trips(value: float) -> None:
-    """Every double's text parses back to the same double."""
-    parsed = float(format_double(value))
-    assert parsed == value or (math.isnan(parsed) and math.isnan(value))
-
-
-# -- round trips through the client half ------------------------------------------------------
-
-_SCALARS = (
-    st.binary(max_size=20)
-    | st.integers(min_value=-(2**70), max_value=2**70)
-    | st.booleans()
-    | st.floats(allow_nan=False)
-    | st.none()
-    | st.sampled_from([SIMPLE_OK, SIMPLE_PONG, ErrorReply("ERR x"), Verbatim("i\r\nnfo", "txt")])
-)
-_RESULTS = st.recursive(
-    _SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.binary(max_size=5), inner, max_size=3)
-        | st.frozensets(st.binary(max_size=5), max_size=3)
-    ),
-    max_leaves=12,
-)
-
-
-def _as_resp2(value: object) -> object:
-    """What a RESP2 client reads back for ``value``."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int) and not -(2**63) <= value < 2**63:
-        return str(value).encode()
-    if isinstance(value, float):
-        return format_double(value)
-    if isinstance(value, Verbatim):
-        return value.text.encode()
-    if isinstance(value, dict):
-        return [_as_resp2(x) for pair in value.items() for x in pair]
-    if isinstance(value, (list, tuple, frozenset)):
-        return [_as_resp2(x) for x in value]
-    return value
-
-
-@settings(max_examples=400, deadline=None)
-@given(_RESULTS, st.lists(st.integers(min_value=0), max_size=4))
-def test_replies_round_trip_through_the_client_decoder(result: object, cuts: list[int]) -> None:
-    """Encoded replies, split anywhere, decode to the result (RESP3) or its RESP2 reading."""
-    for protocol, expected in ((3, result), (2, _as_resp2(result))):
-        wire = encode_resp_reply(result, protocol)  # type: ignore[arg-type]
-        decoder = RespReplyDecoder()
-        got = [value for piece in _split(wire, cuts) for value in decoder.feed(piece)]
-        if protocol == 3 and isinstance(result, frozenset):
-            expected = set(result)
-        assert got == [expected]
-
-
 @settings(max_examples=500, deadline=None)
 @given(st.lists(_ARGS, min_size=1, max_size=5))
 def test_commands_round_trip_through_the_decoder(argvs: list[list[bytes]]) -> None:
@@ -609,18 +455,54 @@ def test_commands_round_trip_through_the_decoder(argvs: list[list[bytes]]) -> No
     assert decode_all(b"".join(encode_command(a) for a in argvs)) == argvs
 
 
-def test_reply_decoder_reads_resp3_extras() -> None:
-    """Attributes are skipped, pushes are lists, blob errors are errors, big numbers ints."""
-    decoder = RespReplyDecoder()
-    wire = (
-        b"|1\r\n+ttl\r\n:5\r\n:7\r\n>2\r\n+message\r\n$1\r\nx\r\n!5\r\nERR x\r\n"
-        b"(-12345678901234567890123\r\n"
-    )
-    assert decoder.feed(wire) == [
-        7,
-        [Simple("message"), b"x"],
-        ErrorReply("ERR x"),
-        -12345678901234567890123,
-    ]
-    with pytest.raises(RespProtocolError):
-        RespReplyDecoder().feed(b"?\r\n")
+_needs_c = pytest.mark.skipif(_C_SCANS[0] is None, reason="C accelerator not built")
+
+
+@_needs_c
+def test_c_scan_raw_takes_complete_plain_commands_only() -> None:
+    """``scan_raw`` takes whole, plainly valid multibulks and stops at the first other thing."""
+    scan_raw = _C_SCANS[1]
+    assert scan_raw is not None
+    for rest in [
+        b"",
+        b"PING\r\n",
+        b"*1\r\n$4\r\nPIN",
+        b"*1\r\n$3\r\nabcd\r\n",
+        b"*0\r\n",
+        b"*1\r\n$01\r\nx\r\n",
+        b"*2\r\n$1\r\na\r\n:1\r\n",
+        b"*1\r\n$-1\r\n",
+    ]:
+        out: list[list[bytes]] = []
+        buf = SET * 3 + encode_command([b"a\r\nb"]) + rest
+        assert scan_raw(buf, 0, out, 100, 1024, 1024) == len(buf) - len(rest), rest
+        assert out == [[b"SET", b"key:__rand_int__", b"xxx"]] * 3 + [[b"a\r\nb"]]
+    out = []
+    assert scan_raw(SET * 3, len(SET), out, 1, 1024, 1024) == 2 * len(SET)  # from pos, to limit
+    assert scan_raw(SET, 0, [], 10, 2, 1024) == 0  # more arguments than max_count
+    assert scan_raw(SET, 0, [], 10, 1024, 15) == 0  # a bulk over max_bulk
+
+
+@_needs_c
+def test_c_scan_takes_whole_lines_commands_only() -> None:
+    """``scan`` takes whole multibulks from split lines; a CRLF in data is left to Python."""
+    scan = _C_SCANS[0]
+    assert scan is not None
+    lines = (SET * 2 + encode_command([b"a\r\nb"]) + GET).split(b"\r\n")
+    out: list[list[bytes]] = []
+    assert scan(lines, 0, len(lines) - 1, out, 100, 1024, 1024) == 14
+    assert out == [[b"SET", b"key:__rand_int__", b"xxx"]] * 2
+    assert scan(lines, 0, 1000, out, 100, 1024, 1024) == 14  # ``last`` past the list is clamped
+
+
+@_needs_c
+def test_c_scans_check_their_arguments() -> None:
+    """Wrong types are a TypeError, not a crash."""
+    scan, scan_raw = _C_SCANS
+    assert scan is not None and scan_raw is not None
+    with pytest.raises(TypeError):
+        scan_raw(bytearray(SET), 0, [], 1, 1, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        scan((), 0, 0, [], 1, 1, 1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        scan_raw(SET, 0, [])  # type: ignore[call-arg]

@@ -28,6 +28,13 @@ also the compaction: consumed lines are dropped with the old list.
 A command that is only partly received keeps the arguments read so far (``_argv``), so a huge
 multibulk arriving slowly is parsed once, not from its start at every read.
 
+When the optional C accelerator ``_cresp`` is built (and ``MINIDB_PURE_PYTHON=1`` is not set),
+a joined buffer is not split at once: ``scan_raw`` first takes every complete, plainly valid
+multibulk command straight from its bytes (``_raw`` from offset ``_pos``; splitting costs more
+than the parsing), and only what it leaves is split into lines, where ``scan`` does the same
+per line before the Python loop looks at the next one. Anything else (inline, incomplete,
+errors) is still decided here, so the Python code stays the reference for every outcome.
+
 Errors
 ------
 Hostile or broken input raises ``RespProtocolError`` with Redis's wording (``reason``) and the
@@ -39,8 +46,10 @@ bounded in length before it is converted, so no input reaches CPython's integer 
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from typing import Final
@@ -91,6 +100,30 @@ _ISSPACE: Final = b" \t\n\x0b\x0c\r"
 _TOKEN_END: Final = b" \t\n\r"
 _HEX: Final = b"0123456789abcdefABCDEF"
 _ESCAPES: Final = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
+
+PURE_PYTHON_ENV: Final = "MINIDB_PURE_PYTHON"
+"""Environment variable: ``1`` keeps the decoder pure Python even when ``_cresp`` is built."""
+
+Scan = Callable[[list[bytes], int, int, list[list[bytes]], int, int, int], int]
+"""``scan(lines, i, last, out, limit, max_count, max_bulk) -> next i`` (see ``_cresp.c``)."""
+ScanRaw = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
+"""``scan_raw(buf, pos, out, limit, max_count, max_bulk) -> next pos`` (see ``_cresp.c``)."""
+
+
+def _load_scans() -> tuple[Scan | None, ScanRaw | None]:
+    """The C scans, or Nones when they are switched off or were not built."""
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None, None
+    try:
+        from minidb.protocol import _cresp  # type: ignore[attr-defined]
+    except ImportError:
+        return None, None
+    return _cresp.scan, _cresp.scan_raw
+
+
+_scan, _scan_raw = _load_scans()
+ACCELERATED: Final = _scan is not None
+"""Whether the decoder's hot loop runs in C."""
 
 _WAIT: Final = -1
 _FAILED: Final = -2
@@ -248,6 +281,8 @@ class RespDecoder:
         "_merged",
         "_need",
         "_overflow",
+        "_pos",
+        "_raw",
         "_ready",
         "_want_lf",
     )
@@ -275,6 +310,8 @@ class RespDecoder:
         self._fast = max_bulk_bytes >= _FAST_BULK_LIMIT - 1 and max_multibulk_count >= 64
         self._lines: list[bytes] = [b""]
         self._li = 0
+        self._raw: bytes | None = None  # a joined buffer not split yet (accelerated only)
+        self._pos = 0  # ... consumed up to here
         self._merged = 0  # bytes in _lines when they were split (consumed ones included)
         self._chunks: list[bytes] = []
         self._chunks_len = 0
@@ -296,6 +333,8 @@ class RespDecoder:
         lines = self._lines
         li = self._li
         rest = sum(map(len, islice(lines, li, None))) + 2 * (len(lines) - li - 1)
+        if self._raw is not None:
+            rest += len(self._raw) - self._pos
         return rest + self._chunks_len + self._argv_bytes
 
     @property
@@ -359,6 +398,9 @@ class RespDecoder:
         lines = self._lines
         li = self._li
         head = lines[li] if li == len(lines) - 1 else _CRLF.join(islice(lines, li, None))
+        if self._raw is not None:  # then _lines is [b""]
+            head = self._raw[self._pos :]
+            self._raw = None
         chunks = self._chunks
         if not chunks:
             buf = head
@@ -367,7 +409,12 @@ class RespDecoder:
         else:
             chunks.insert(0, head)
             buf = b"".join(chunks)
-        self._lines = buf.split(_CRLF)
+        if _scan_raw is not None and self._argv is None:
+            self._raw = buf
+            self._pos = 0
+            self._lines = [b""]
+        else:
+            self._lines = buf.split(_CRLF)
         self._li = 0
         self._merged = len(buf)
         self._chunks = []
@@ -376,6 +423,18 @@ class RespDecoder:
 
     def _parse(self, out: list[list[bytes]], limit: int) -> bool:
         """Append commands to ``out``; True if stopped for want of data, False at ``limit``."""
+        if self._raw is not None and _scan_raw is not None:
+            buf = self._raw
+            pos = _scan_raw(buf, self._pos, out, limit, self._max_count, self._max_bulk)
+            if len(out) >= limit and pos < len(buf):
+                self._pos = pos
+                return False
+            self._raw = None
+            self._li = 0
+            if pos == len(buf):  # all taken: the common end of a read, made cheap
+                self._lines = [b""]
+                return self._wait_bytes(0, 1)
+            self._lines = buf[pos:].split(_CRLF) if pos else buf.split(_CRLF)
         lines = self._lines
         i = self._li
         last = len(lines) - 1
@@ -384,7 +443,14 @@ class RespDecoder:
         counts_get = _COUNTS.get
         headers = _HEADERS
         count = len(out)
+        scan = _scan
+        max_bulk = self._max_bulk
         while count < limit:
+            if scan is not None and self._argv is None:
+                i = scan(lines, i, last, out, limit, max_count, max_bulk)
+                count = len(out)
+                if count >= limit:
+                    break
             if self._argv is not None:
                 i = self._multibulk(lines, i, last, out)
                 if i < 0:
