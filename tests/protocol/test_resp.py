@@ -380,7 +380,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(_streams(), st.lists(st.integers(min_value=0), max_size=10))
 def test_decoder_valid_streams_at_random_splits(
     stream: tuple[bytes, list[list[bytes]]], cuts: list[int]
@@ -390,7 +390,7 @@ def test_decoder_valid_streams_at_random_splits(
     assert decode_in_pieces(_split(data, cuts)) == argvs
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_streams(), st.lists(st.integers(min_value=0), max_size=6), st.integers(1, 4))
 def test_decoder_slow_path_agrees_with_fast_path(
     stream: tuple[bytes, list[list[bytes]]], cuts: list[int], limit: int
@@ -430,7 +430,7 @@ _NOISE = st.lists(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(_NOISE)
 def test_decoder_random_bytes_only_ever_raise_protocol_errors(chunks: list[bytes]) -> None:
     """Random reads give commands of bytes or RespProtocolError, never another exception."""
@@ -448,7 +448,7 @@ def test_decoder_random_bytes_only_ever_raise_protocol_errors(chunks: list[bytes
         assert decoder.buffered >= 0
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.lists(_ARGS, min_size=1, max_size=5))
 def test_commands_round_trip_through_the_decoder(argvs: list[list[bytes]]) -> None:
     """``encode_command`` and the decoder are inverses."""

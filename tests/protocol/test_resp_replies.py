@@ -140,7 +140,7 @@ def test_format_double_matches_redis(value: float, text: bytes) -> None:
     assert format_double(value) == text
 
 
-@settings(max_examples=2000, deadline=None)
+@settings(max_examples=1000, deadline=None)
 @given(st.floats())
 def test_format_double_round_trips(value: float) -> None:
     """Every double's text parses back to the same double."""

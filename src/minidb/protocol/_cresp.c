@@ -67,6 +67,16 @@ header_value(PyObject *line, char prefix)
     return value;
 }
 
+/* The trailing arguments both scans share: limit, max_count, max_bulk. */
+static int
+read_limits(PyObject *const *args, Py_ssize_t *limit, long long *max_count, long long *max_bulk)
+{
+    *limit = PyLong_AsSsize_t(args[0]);
+    *max_count = PyLong_AsLongLong(args[1]);
+    *max_bulk = PyLong_AsLongLong(args[2]);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static PyObject *
 scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -81,12 +91,9 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "scan() needs lists for lines and out");
         return NULL;
     }
-    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t last = PyLong_AsSsize_t(args[2]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[4]);
-    long long max_count = PyLong_AsLongLong(args[5]);
-    long long max_bulk = PyLong_AsLongLong(args[6]);
-    if (PyErr_Occurred())
+    Py_ssize_t limit, i = PyLong_AsSsize_t(args[1]), last = PyLong_AsSsize_t(args[2]);
+    long long max_count, max_bulk;
+    if (PyErr_Occurred() || read_limits(args + 4, &limit, &max_count, &max_bulk) < 0)
         return NULL;
     if (last >= PyList_GET_SIZE(lines))
         last = PyList_GET_SIZE(lines) - 1;  /* never read past the list, whatever we are told */
@@ -158,11 +165,9 @@ scan_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "scan_raw() needs bytes and a list");
         return NULL;
     }
-    Py_ssize_t pos = PyLong_AsSsize_t(args[1]);
-    Py_ssize_t limit = PyLong_AsSsize_t(args[3]);
-    long long max_count = PyLong_AsLongLong(args[4]);
-    long long max_bulk = PyLong_AsLongLong(args[5]);
-    if (PyErr_Occurred())
+    Py_ssize_t limit, pos = PyLong_AsSsize_t(args[1]);
+    long long max_count, max_bulk;
+    if (PyErr_Occurred() || read_limits(args + 3, &limit, &max_count, &max_bulk) < 0)
         return NULL;
     const char *b = PyBytes_AS_STRING(buf);
     Py_ssize_t end = PyBytes_GET_SIZE(buf);

@@ -207,10 +207,19 @@ class RespEncoder:
     def encode_many(self, results: Iterable[Result]) -> bytes:
         """The wire form of several replies, in order, as one ``bytes`` (one write)."""
         out: list[bytes] = []
+        append = out.append
         v3 = self._v3
+        null = self._null
         for result in results:
+            # The answers of GET and SET inline; everything else through _append.
             if result is SIMPLE_OK:
-                out.append(_OK)
+                append(_OK)
+            elif type(result) is bytes and len(result) < _SMALL:
+                append(_BULK[len(result)])
+                append(result)
+                append(_CRLF)
+            elif result is None:
+                append(null)
             else:
                 _append(out, result, v3)
         return b"".join(out)
