@@ -506,3 +506,125 @@ def test_c_scans_check_their_arguments() -> None:
         scan((), 0, 0, [], 1, 1, 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         scan_raw(SET, 0, [])  # type: ignore[call-arg]
+
+
+def _reference_decode(data: bytes, max_bulk: int) -> tuple[list[list[bytes]], str | None]:
+    """A plain offset-walking decoder of the whole stream, written from docs/resp.md: the
+    model the decoder must agree with, at any split. Returns the commands and the error."""
+    out: list[list[bytes]] = []
+    pos = 0
+    big = MAX_INLINE_BYTES + 1
+
+    def line_end(start: int, too_big: str) -> int | str | None:
+        end = data.find(b"\r\n", start)
+        if end >= 0:
+            return end
+        return too_big if len(data) - start > big else None
+
+    while pos < len(data):
+        if data[pos] != 42:  # inline
+            lf = data.find(b"\n", pos)
+            if lf < 0:
+                return out, (_resp.TOO_BIG_INLINE if len(data) - pos > big else None)
+            line = data[pos : lf - 1] if data[lf - 1 : lf] == b"\r" and lf > pos else data[pos:lf]
+            if len(line) > MAX_INLINE_BYTES:
+                return out, _resp.TOO_BIG_INLINE
+            words = split_inline(line)
+            if words is None:
+                return out, _resp.UNBALANCED_QUOTES
+            if words:
+                out.append(words)
+            pos = lf + 1
+            continue
+        end = line_end(pos, _resp.TOO_BIG_MULTIBULK)
+        if not isinstance(end, int):
+            return out, end
+        count = strict_int(data[pos + 1 : end])
+        if count is None or count > 1024 * 1024:
+            return out, _resp.INVALID_MULTIBULK
+        pos = end + 2
+        argv: list[bytes] = []
+        for _ in range(count):
+            end = line_end(pos, _resp.TOO_BIG_BULK)
+            if not isinstance(end, int):
+                return out, end
+            if data[pos : pos + 1] != b"$":
+                return out, _resp._expected_dollar(data[pos:end])
+            size = strict_int(data[pos + 1 : end])
+            if size is None or size < 0 or size > max_bulk:
+                return out, _resp.INVALID_BULK
+            pos = end + 2
+            if len(data) - pos < size + 2:
+                return out, None
+            if data[pos + size : pos + size + 2] != b"\r\n":
+                return out, _resp.EXPECTED_CRLF
+            argv.append(data[pos : pos + size])
+            pos += size + 2
+        if argv:
+            out.append(argv)
+    return out, None
+
+
+_PIECES = st.lists(
+    st.sampled_from(
+        [
+            SET,
+            GET,
+            b"*",
+            b"*1",
+            b"*2",
+            b"*3",
+            b"*0",
+            b"*-1",
+            b"*01",
+            b"$",
+            b"$0",
+            b"$1",
+            b"$2",
+            b"$3",
+            b"$-1",
+            b"$4096",
+            b"\r\n",
+            b"\r",
+            b"\n",
+            b"a",
+            b"ab",
+            b"abc",
+            b" ",
+            b'"',
+            b"'",
+            b"\\",
+            b"x",
+            b"PING",
+            b"\x00",
+            b"\x0b",
+            b":",
+            b"+",
+        ]
+    )
+    | st.binary(max_size=6),
+    max_size=30,
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_PIECES, st.lists(st.integers(min_value=0), max_size=8), st.integers(1, 5), st.booleans())
+def test_decoder_agrees_with_the_reference_model(
+    pieces: list[bytes], cuts: list[int], limit: int, small: bool
+) -> None:
+    """On any stream, valid or not, split anywhere and drained ``limit`` at a time, the decoder
+    returns the model's commands and ends in the model's error."""
+    data = b"".join(pieces)
+    max_bulk = 3 if small else _resp.DEFAULT_MAX_BULK_BYTES
+    expected, expected_error = _reference_decode(data, max_bulk)
+    decoder = RespDecoder(max_bulk_bytes=max_bulk)
+    out: list[list[bytes]] = []
+    error = None
+    try:
+        for piece in _split(data, cuts):
+            decoder.feed(piece)
+            while batch := decoder.next_commands(limit):
+                out += batch
+    except RespProtocolError as caught:
+        error = caught.reason
+    assert (out, error) == (expected, expected_error)
