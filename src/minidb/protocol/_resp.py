@@ -444,9 +444,10 @@ class RespDecoder:
         headers = _HEADERS
         count = len(out)
         scan = _scan
+        scanning = scan is not None  # off after an inline request: the next is likely inline too
         max_bulk = self._max_bulk
         while count < limit:
-            if scan is not None and self._argv is None:
+            if scanning and scan is not None and self._argv is None:
                 i = scan(lines, i, last, out, limit, max_count, max_bulk)
                 count = len(out)
                 if count >= limit:
@@ -507,6 +508,7 @@ class RespDecoder:
                 if n > max_count:
                     return self._fail(INVALID_MULTIBULK)
                 i += 1
+                scanning = scan is not None
                 if n > 0:  # Redis ignores ``*0`` and ``*-1``
                     self._argv = []
                     self._left = n
@@ -514,6 +516,7 @@ class RespDecoder:
                     self._argv_bytes = 0
                 continue
             # An inline request ends at the first LF; CRLF was already split away.
+            scanning = False
             lf = line.find(b"\n")
             if lf < 0:
                 if i == last:
