@@ -214,3 +214,18 @@ def test_reply_decoder_reads_resp3_extras() -> None:
     ]
     with pytest.raises(RespProtocolError):
         RespReplyDecoder().feed(b"?\r\n")
+
+
+def test_text_goes_out_as_utf8_with_raw_bytes_preserved() -> None:
+    """Text is UTF-8, and bytes decoded with surrogateescape go back unchanged."""
+    raw_key = b"k\xff".decode("utf-8", "surrogateescape")
+    assert ErrorReply(f"ERR no such key '{raw_key}'").wire == b"-ERR no such key 'k\xff'\r\n"
+    assert encode_resp_reply("h\u00e9 " + raw_key) == b"$6\r\nh\xc3\xa9 k\xff\r\n"
+    assert Simple("d\u00e9j\u00e0").wire == b"+d\xc3\xa9j\xc3\xa0\r\n"
+    assert RespReplyDecoder().feed(b"-ERR k\xff\r\n") == [ErrorReply("ERR " + raw_key)]
+
+
+def test_reply_decoder_bounds_big_numbers() -> None:
+    """A 5000-digit big number is a protocol error, not CPython's int-digit ValueError."""
+    with pytest.raises(RespProtocolError):
+        RespReplyDecoder().feed(b"(" + b"9" * 5000 + b"\r\n")

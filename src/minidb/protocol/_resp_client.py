@@ -108,7 +108,7 @@ class RespReplyDecoder:
             blob, pos = self._blob(pos)
             if blob is None or kind == b"$":
                 return blob, pos
-            text = blob.decode()
+            text = blob.decode("utf-8", "surrogateescape")
             if kind == b"!":
                 return ErrorReply(text), pos
             return Verbatim(text[4:], text[:3]), pos
@@ -128,11 +128,12 @@ class RespReplyDecoder:
             return self._value(pos)
         line, pos = self._line(pos)
         if kind == b"+":
-            return Simple(line.decode()), pos
+            return Simple(line.decode("utf-8", "surrogateescape")), pos
         if kind == b"-":
-            return ErrorReply(line.decode("latin-1")), pos
+            return ErrorReply(line.decode("utf-8", "surrogateescape")), pos
         if kind == b":" or kind == b"(":
-            if kind == b"(" and line.lstrip(b"-").isdigit():
+            # A big number may have any length; bounded here below CPython's int-digit limit.
+            if kind == b"(" and len(line) < 4000 and line.lstrip(b"-").isdigit():
                 return int(line), pos
             return self._int(line), pos
         if kind == b"_" and not line:

@@ -144,7 +144,7 @@ def _append(out: list[bytes], result: Result, v3: int) -> None:
         else:
             _bulk(out, digits)
     elif kind is str:
-        _bulk(out, result.encode())  # type: ignore[union-attr]
+        _bulk(out, result.encode("utf-8", "surrogateescape"))  # type: ignore[union-attr]
     elif kind is set or kind is frozenset:
         members: set[Result] = result  # type: ignore[assignment]
         out.append(_header(_SET, b"~", len(members)) if v3 else _header(_ARRAY, b"*", len(members)))
@@ -154,7 +154,7 @@ def _append(out: list[bytes], result: Result, v3: int) -> None:
         out.append(_NULL_ARRAY[v3])
     elif kind is Verbatim:
         verbatim: Verbatim = result  # type: ignore[assignment]
-        text = verbatim.text.encode()
+        text = verbatim.text.encode("utf-8", "surrogateescape")
         if v3:
             out.append(b"=%d\r\n%b:" % (len(text) + 4, verbatim.format.encode()))
             out.append(text)

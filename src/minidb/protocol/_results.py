@@ -23,6 +23,9 @@ result                 RESP3                     RESP2
 ``Verbatim(text)``     verbatim string ``=``     bulk string
 =====================  ========================  ==========================================
 
+Text (``str`` results, ``Simple``, ``ErrorReply``, ``Verbatim``) is sent as UTF-8 with
+``surrogateescape``, so bytes decoded with ``errors="surrogateescape"`` go back unchanged.
+
 Shared instances for the hot answers: ``SIMPLE_OK``, ``SIMPLE_PONG``, ``SIMPLE_QUEUED``,
 ``NULL_ARRAY``. ``Simple`` and ``ErrorReply`` check at construction that their text cannot
 break the framing (no CR or LF) and keep their wire form, so answering them costs nothing.
@@ -48,7 +51,7 @@ class Simple:
         if "\r" in text or "\n" in text:
             raise ValueError(f"a simple string cannot contain CR or LF: {text!r}")
         self.text = text
-        self.wire = b"+" + text.encode() + b"\r\n"
+        self.wire = b"+" + text.encode("utf-8", "surrogateescape") + b"\r\n"
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Simple and other.text == self.text
@@ -75,13 +78,9 @@ class ErrorReply:
         if "\r" in message or "\n" in message:
             raise ValueError(f"an error cannot contain CR or LF: {message!r}")
         self.message = message
-        # latin-1 maps code points 0-255 to single bytes, so a reason that quotes a raw wire
-        # byte (``expected '$', got '\xff'``) is sent back as that byte, as Redis does.
-        try:
-            raw = message.encode("latin-1")
-        except UnicodeEncodeError:
-            raw = message.encode()
-        self.wire = b"-" + raw + b"\r\n"
+        # surrogateescape: text decoded from raw request bytes the same way (a key quoted in a
+        # message) goes back to the client byte for byte, as Redis echoes it.
+        self.wire = b"-" + message.encode("utf-8", "surrogateescape") + b"\r\n"
 
     @property
     def code(self) -> str:
