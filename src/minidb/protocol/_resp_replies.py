@@ -211,7 +211,7 @@ class RespEncoder:
         v3 = self._v3
         null = self._null
         for result in results:
-            # The answers of GET and SET inline; everything else through _append.
+            # The answers of GET, SET and DEL inline; everything else through _append.
             if result is SIMPLE_OK:
                 append(_OK)
             elif type(result) is bytes and len(result) < _SMALL:
@@ -220,6 +220,8 @@ class RespEncoder:
                 append(_CRLF)
             elif result is None:
                 append(null)
+            elif type(result) is int and 0 <= result < _SMALL:
+                append(_INTEGER[result])
             else:
                 _append(out, result, v3)
         return b"".join(out)
