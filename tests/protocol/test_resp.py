@@ -18,7 +18,8 @@ from minidb.protocol import (
     _resp,
     encode_command,
 )
-from minidb.protocol._resp import MIN_BUFFER_HEADROOM_BYTES, split_inline, strict_int
+from minidb.protocol._resp import MIN_BUFFER_HEADROOM_BYTES
+from minidb.protocol._resp_fields import split_inline, strict_int
 
 _C_SCANS = _resp._load_scans() if _resp._scan is None else (_resp._scan, _resp._scan_raw)
 
@@ -96,33 +97,6 @@ def test_decoder_multibulk_any_content(argv: list[bytes]) -> None:
 def test_decoder_empty_commands_are_ignored(empty: bytes) -> None:
     """``*0``, ``*-1`` and blank inline lines produce no command, as in Redis."""
     assert decode_all(empty + GET) == [[b"GET", b"key:__rand_int__"]]
-
-
-@pytest.mark.parametrize(
-    "line, argv",
-    [
-        (b"PING", [b"PING"]),
-        (b"  set  a   b ", [b"set", b"a", b"b"]),
-        (b'SET "a b" c', [b"SET", b"a b", b"c"]),
-        (b'"\\n\\r\\t\\b\\a\\\\\\"\\q"', [b'\n\r\t\b\a\\"q']),
-        (b'"\\x41\\x4a\\xzz"', [b"AJxzz"]),
-        (b"'it\\'s' 'a\\nb'", [b"it's", b"a\\nb"]),
-        (b'a"b c"d', None),
-        (b'a"b c" d', [b"ab c", b"d"]),
-        (b'""', [b""]),
-        (b"a\x0bb", [b"a\x0bb"]),
-        (b"\x0b a", [b"a"]),
-        (b"a\x00 b", [b"a"]),
-        (b'"abc', None),
-        (b"'abc", None),
-        (b'"a"b', None),
-        (b"'a'b", None),
-        (b'"a\\', None),
-    ],
-)
-def test_split_inline_follows_sdssplitargs(line: bytes, argv: list[bytes] | None) -> None:
-    """Inline arguments split and unquote exactly as Redis's sdssplitargs does."""
-    assert split_inline(line) == argv
 
 
 def test_decoder_inline_lf_and_crlf() -> None:
@@ -323,31 +297,6 @@ def test_decoder_rejects_a_buffer_smaller_than_one_command() -> None:
     """``max_buffer_bytes`` must hold the largest bulk and its headers."""
     with pytest.raises(ValueError):
         RespDecoder(max_bulk_bytes=1000, max_buffer_bytes=1000)
-
-
-@pytest.mark.parametrize(
-    "field, value",
-    [
-        (b"0", 0),
-        (b"7", 7),
-        (b"-7", -7),
-        (b"9223372036854775807", 2**63 - 1),
-        (b"-9223372036854775808", -(2**63)),
-        (b"9223372036854775808", None),
-        (b"-0", None),
-        (b"007", None),
-        (b"+7", None),
-        (b" 7", None),
-        (b"7_0", None),
-        (b"", None),
-        (b"-", None),
-        (b"\xd9\xa3", None),
-        (b"1" * 4301, None),
-    ],
-)
-def test_strict_int_follows_string2ll(field: bytes, value: int | None) -> None:
-    """Numbers parse under Redis's string2ll rules, long fields refused before int()."""
-    assert strict_int(field) == value
 
 
 _ARGS = st.lists(

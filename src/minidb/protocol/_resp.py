@@ -47,7 +47,6 @@ bounded in length before it is converted, so no input reaches CPython's integer 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from itertools import islice
 from typing import Final
 
 from minidb.errors import ProtocolError
+from minidb.protocol._resp_fields import split_inline, strict_int
 
 # Limits, after Redis's src/server.h and src/networking.c.
 MAX_INLINE_BYTES: Final = 64 * 1024
@@ -72,7 +72,6 @@ MIN_BUFFER_HEADROOM_BYTES: Final = 2 * MAX_INLINE_BYTES + 64
 """``max_buffer_bytes`` must leave at least this over ``max_bulk_bytes``, or a legal command
 (a count line, a bulk header and the largest bulk) could not be held."""
 _INT_MAX: Final = 2**31 - 1
-_LONG_STR_SIZE: Final = 21  # Redis's string2ll refuses a field this long or longer.
 
 # Reasons, word for word as Redis's networking.c sends them after "-ERR ".
 INVALID_MULTIBULK: Final = "Protocol error: invalid multibulk length"
@@ -93,13 +92,6 @@ _COUNTS: Final = {b"*%d" % n: n for n in range(1, 65)}
 _FAST_BULK_LIMIT: Final = 4096
 _HEADERS: Final = tuple(b"$%d" % n for n in range(_FAST_BULK_LIMIT))
 _header_of = _HEADERS.__getitem__
-
-# Inline requests without these split like ``bytes.split()``; with them, Redis's rules apply.
-_INLINE_SPECIAL: Final = re.compile(b"[\"'\x00\x0b\x0c]")
-_ISSPACE: Final = b" \t\n\x0b\x0c\r"
-_TOKEN_END: Final = b" \t\n\r"
-_HEX: Final = b"0123456789abcdefABCDEF"
-_ESCAPES: Final = {ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("b"): 8, ord("a"): 7}
 
 PURE_PYTHON_ENV: Final = "MINIDB_PURE_PYTHON"
 """Environment variable: ``1`` keeps the decoder pure Python even when ``_cresp`` is built."""
@@ -150,102 +142,6 @@ class RespDecoderStatistics:
     """Bytes taken by ``feed`` (those dropped after an overflow excluded)."""
     buffered: int
     """Bytes received and not yet returned as commands."""
-
-
-def strict_int(field: bytes) -> int | None:
-    """``field`` as a signed 64-bit integer under Redis's ``string2ll`` rules, else None.
-
-    No sign but ``-``, no blanks, no leading zeros, at most 20 characters: checked before
-    ``int()`` sees the field, so its length cannot make the conversion slow or fail.
-    """
-    size = len(field)
-    if size == 0 or size >= _LONG_STR_SIZE:
-        return None
-    if field == b"0":
-        return 0
-    digits = field[1:] if field[0] == 45 else field  # 45: "-"
-    if not digits or digits[0] == 48 or not digits.isdigit():  # 48: "0"; isdigit is ASCII-only
-        return None
-    value = int(digits)
-    if digits is field:
-        return value if value < 2**63 else None
-    return -value if value <= 2**63 else None
-
-
-def split_inline(line: bytes) -> list[bytes] | None:
-    """Split an inline request into arguments as Redis's ``sdssplitargs`` does.
-
-    Returns None for unbalanced quotes, or a closing quote followed by something other than a
-    blank.
-    """
-    if _INLINE_SPECIAL.search(line) is None:
-        return line.split()
-    return _split_quoted(line)
-
-
-def _split_quoted(line: bytes) -> list[bytes] | None:
-    # A port of sdssplitargs, which reads a C string: a NUL ends the line.
-    nul = line.find(b"\x00")
-    if nul >= 0:
-        line = line[:nul]
-    out: list[bytes] = []
-    end = len(line)
-    p = 0
-    while True:
-        while p < end and line[p] in _ISSPACE:
-            p += 1
-        if p >= end:
-            return out
-        token = bytearray()
-        in_double = in_single = False
-        while True:
-            c = line[p] if p < end else 0
-            if in_double:
-                if (
-                    c == 92  # backslash
-                    and p + 3 < end
-                    and line[p + 1] == 120  # "x"
-                    and line[p + 2] in _HEX
-                    and line[p + 3] in _HEX
-                ):
-                    token.append(int(line[p + 2 : p + 4], 16))
-                    p += 3
-                elif c == 92 and p + 1 < end:
-                    p += 1
-                    token.append(_ESCAPES.get(line[p], line[p]))
-                elif c == 34:  # closing '"' must be followed by a blank or the end
-                    if p + 1 < end and line[p + 1] not in _ISSPACE:
-                        return None
-                    p += 1
-                    break
-                elif p >= end:
-                    return None
-                else:
-                    token.append(c)
-            elif in_single:
-                if c == 92 and p + 1 < end and line[p + 1] == 39:
-                    p += 1
-                    token.append(39)
-                elif c == 39:
-                    if p + 1 < end and line[p + 1] not in _ISSPACE:
-                        return None
-                    p += 1
-                    break
-                elif p >= end:
-                    return None
-                else:
-                    token.append(c)
-            elif p >= end or c in _TOKEN_END:
-                p += 1
-                break
-            elif c == 34:
-                in_double = True
-            elif c == 39:
-                in_single = True
-            else:
-                token.append(c)
-            p += 1
-        out.append(bytes(token))
 
 
 def _expected_dollar(header: bytes) -> str:

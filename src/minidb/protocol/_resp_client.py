@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from minidb.protocol._resp import RespProtocolError, strict_int
+from minidb.protocol._resp import RespProtocolError
+from minidb.protocol._resp_fields import strict_int
 from minidb.protocol._results import NULL_ARRAY, ErrorReply, Simple, Verbatim
 
 _CRLF: Final = b"\r\n"
