@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minidb.protocol._resp_fields import split_inline, strict_int
 
@@ -57,3 +59,17 @@ def test_split_inline_follows_sdssplitargs(line: bytes, argv: list[bytes] | None
 def test_strict_int_follows_string2ll(field: bytes, value: int | None) -> None:
     """Numbers parse under Redis's string2ll rules, long fields refused before int()."""
     assert strict_int(field) == value
+
+
+def _catrepr(word: bytes) -> bytes:
+    """``word`` quoted as Redis's sdscatrepr quotes it (what redis-cli prints)."""
+    named = {92: b"\\\\", 34: b'\\"', 10: b"\\n", 13: b"\\r", 9: b"\\t", 7: b"\\a", 8: b"\\b"}
+    out = b"".join(named.get(c) or (bytes([c]) if 32 <= c < 127 else b"\\x%02x" % c) for c in word)
+    return b'"' + out + b'"'
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.binary(max_size=12), max_size=5), st.sampled_from([b" ", b"  ", b"\t"]))
+def test_split_inline_inverts_sdscatrepr(words: list[bytes], blank: bytes) -> None:
+    """Words quoted the way Redis prints them split back into the same words."""
+    assert split_inline(blank.join(_catrepr(w) for w in words)) == words

@@ -65,12 +65,13 @@ def _split_quoted(line: bytes) -> list[bytes] | None:
         if p >= end:
             return out
         token = bytearray()
-        in_double = in_single = False
+        quote = 0  # the open quote: 34 ('"'), 39 ("'"), or 0
         while True:
             c = line[p] if p < end else 0
-            if in_double:
+            if quote:
                 if (
-                    c == 92  # backslash
+                    quote == 34
+                    and c == 92  # backslash
                     and p + 3 < end
                     and line[p + 1] == 120  # "x"
                     and line[p + 2] in _HEX
@@ -78,23 +79,13 @@ def _split_quoted(line: bytes) -> list[bytes] | None:
                 ):
                     token.append(int(line[p + 2 : p + 4], 16))
                     p += 3
-                elif c == 92 and p + 1 < end:
+                elif quote == 34 and c == 92 and p + 1 < end:
                     p += 1
                     token.append(_ESCAPES.get(line[p], line[p]))
-                elif c == 34:  # closing '"' must be followed by a blank or the end
-                    if p + 1 < end and line[p + 1] not in _ISSPACE:
-                        return None
-                    p += 1
-                    break
-                elif p >= end:
-                    return None
-                else:
-                    token.append(c)
-            elif in_single:
-                if c == 92 and p + 1 < end and line[p + 1] == 39:
+                elif quote == 39 and c == 92 and p + 1 < end and line[p + 1] == 39:
                     p += 1
                     token.append(39)
-                elif c == 39:
+                elif c == quote:  # a closing quote must be followed by a blank or the end
                     if p + 1 < end and line[p + 1] not in _ISSPACE:
                         return None
                     p += 1
@@ -106,10 +97,8 @@ def _split_quoted(line: bytes) -> list[bytes] | None:
             elif p >= end or c in _TOKEN_END:
                 p += 1
                 break
-            elif c == 34:
-                in_double = True
-            elif c == 39:
-                in_single = True
+            elif c == 34 or c == 39:
+                quote = c
             else:
                 token.append(c)
             p += 1
