@@ -1,8 +1,8 @@
-"""Build hook for the optional C accelerator of the timer wheel (everything else is in
-pyproject.toml).
+"""Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
-``minidb.runtime._cwheel`` is built when a C compiler is at hand; without one the build warns
-and carries on (``optional=True``), and ``minidb.runtime`` uses the pure-Python wheel.
+``minidb.runtime._cwheel`` (the timer wheel) and ``minidb.protocol._cresp`` (the RESP decoder's
+hot loop) are built when a C compiler is at hand; without one the build warns and carries on
+(``optional=True``), and the pure-Python code runs.
 """
 
 import sys
@@ -20,6 +20,12 @@ setup(
             ["src/minidb/runtime/_cwheel.c"],
             extra_compile_args=_FLAGS,
             optional=True,
-        )
+        ),
+        Extension(
+            "minidb.protocol._cresp",
+            ["src/minidb/protocol/_cresp.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
     ]
 )

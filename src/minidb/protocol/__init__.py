@@ -3,6 +3,10 @@
 ``RequestDecoder`` turns the bytes of each read into request objects, a bounded number at a
 time; the reply helpers turn results into wire bytes; ``ReplyDecoder`` and ``parse_reply`` are
 the client's half.
+
+RESP (the Redis protocol): ``RespDecoder`` frames commands, ``RespEncoder`` encodes the
+protocol-neutral results of ``_results`` (``Simple``, ``ErrorReply`` ...) as RESP2 or RESP3,
+``encode_command`` and ``RespReplyDecoder`` are the client's half (see docs/resp.md).
 """
 
 from minidb.protocol._line import (
@@ -41,36 +45,77 @@ from minidb.protocol._messages import (
     Set,
     Value,
 )
+from minidb.protocol._resp import (
+    DEFAULT_MAX_BULK_BYTES,
+    DEFAULT_MAX_MULTIBULK_COUNT,
+    MAX_INLINE_BYTES,
+    RespDecoder,
+    RespDecoderStatistics,
+    RespProtocolError,
+)
+from minidb.protocol._resp_client import RespReplyDecoder, encode_command
+from minidb.protocol._resp_replies import RespEncoder, encode_resp_reply, format_double
+from minidb.protocol._results import (
+    NULL_ARRAY,
+    SIMPLE_OK,
+    SIMPLE_PONG,
+    SIMPLE_QUEUED,
+    ErrorReply,
+    NullArray,
+    Result,
+    Simple,
+    Verbatim,
+)
 
 __all__ = [
     "BUSY",
+    "DEFAULT_MAX_BULK_BYTES",
+    "DEFAULT_MAX_MULTIBULK_COUNT",
     "MAX_ECHO_CHARS",
+    "MAX_INLINE_BYTES",
     "MAX_LINE_BYTES",
     "MAX_NAME_CHARS",
     "MAX_SCAN_COUNT",
     "MAX_VALUE_BYTES",
     "NIL",
+    "NULL_ARRAY",
     "OK",
     "SCAN_START",
+    "SIMPLE_OK",
+    "SIMPLE_PONG",
+    "SIMPLE_QUEUED",
     "UNAVAILABLE",
     "WRITES",
     "Delete",
     "Error",
+    "ErrorReply",
     "Get",
     "Invalid",
     "Keys",
     "Nil",
+    "NullArray",
     "Ok",
     "Reply",
     "ReplyDecoder",
     "Request",
     "RequestDecoder",
+    "RespDecoder",
+    "RespDecoderStatistics",
+    "RespEncoder",
+    "RespProtocolError",
+    "RespReplyDecoder",
+    "Result",
     "Scan",
     "Set",
+    "Simple",
     "Value",
+    "Verbatim",
+    "encode_command",
     "encode_reply",
     "encode_request",
+    "encode_resp_reply",
     "error_reply",
+    "format_double",
     "keys_reply",
     "parse_reply",
     "parse_request",

@@ -1,0 +1,531 @@
+"""The RESP request decoder, sans-IO: the bytes of each read in, commands (``list[bytes]``) out.
+
+A Redis client sends either multibulk commands (``*2\\r\\n$3\\r\\nGET\\r\\n$1\\r\\nk\\r\\n``) or
+inline ones (``PING\\r\\n``, split on blanks with Redis's quoting rules). ``RespDecoder`` frames
+both, whatever the read boundaries, and holds back what is not a whole command yet. It is
+fed with ``feed(data)`` and drained with ``next_commands(limit)``, which takes at most ``limit``
+commands and leaves the rest undecoded, so a connection that stops taking commands (and
+stops reading) holds a bounded amount of memory.
+
+Theory of operation
+-------------------
+The decoder keeps the received bytes split at every CRLF: ``_lines`` is ``buf.split(b"\\r\\n")``
+of the bytes not yet consumed, ``_li`` the first line not consumed, and the last element the
+unterminated tail. Splitting is one C call per read, and it turns the common command into list
+indexing: ``*3``, ``$3``, ``SET``, ``$16``, ``key:...``, ``$3``, ``xxx`` are seven consecutive
+lines, and the command is valid exactly when each ``$n`` header is the canonical header of its
+data line's length (one tuple lookup per argument, no ``int()``), so the hot path never scans
+or copies a byte in Python. Every CRLF is a split point (the pattern cannot overlap itself), so
+a bulk whose data contains CRLF spans several lines that are re-joined, and a bulk whose data
+is not followed by CRLF is detected by length.
+
+Bytes fed while the decoder waits are kept as a list of chunks and joined with the unconsumed
+remainder only when they can make progress: when the wait is for a line, when a chunk brings
+an LF; when the wait is for the data of a bulk of known length, when enough bytes arrived. A
+16 MiB value arriving in 64 KiB reads is therefore joined once, not once per read. That join is
+also the compaction: consumed lines are dropped with the old list.
+
+A command that is only partly received keeps the arguments read so far (``_argv``), so a huge
+multibulk arriving slowly is parsed once, not from its start at every read.
+
+When the optional C accelerator ``_cresp`` is built (and ``MINIDB_PURE_PYTHON=1`` is not set),
+a joined buffer is not split at once: ``scan_raw`` first takes every complete, plainly valid
+multibulk command straight from its bytes (``_raw`` from offset ``_pos``; splitting costs more
+than the parsing), and only what it leaves is split into lines, where ``scan`` does the same
+per line before the Python loop looks at the next one. Anything else (inline, incomplete,
+errors) is still decided here, so the Python code stays the reference for every outcome.
+
+Errors
+------
+Hostile or broken input raises ``RespProtocolError`` with Redis's wording (``reason``) and the
+reply to send (``reply``): the connection writes it and closes, as Redis does, because the
+stream cannot be resynchronised. Commands that preceded the error in the stream are returned
+first; the call after them raises. No other exception escapes, and every numeric field is
+bounded in length before it is converted, so no input reaches CPython's integer digit limit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from itertools import islice
+from typing import Final
+
+from minidb.errors import ProtocolError
+from minidb.protocol._resp_fields import split_inline, strict_int
+
+# Limits, after Redis's src/server.h and src/networking.c.
+MAX_INLINE_BYTES: Final = 64 * 1024
+"""An inline request, or a ``*``/``$`` count line, longer than this many bytes is refused
+(Redis's ``PROTO_INLINE_MAX_SIZE``)."""
+DEFAULT_MAX_MULTIBULK_COUNT: Final = 1024 * 1024
+"""Arguments one multibulk command may declare. Redis allows ``INT_MAX`` once authenticated;
+minidb has no authentication, and no command of its needs more than a handful of arguments."""
+DEFAULT_MAX_BULK_BYTES: Final = 512 * 1024 * 1024
+"""Bytes of one argument (Redis's ``proto-max-bulk-len``); the server passes its own."""
+BUFFER_HEADROOM_BYTES: Final = 1024 * 1024
+"""Default ``max_buffer_bytes`` is ``max_bulk_bytes`` plus this: one largest argument plus the
+rest of its command and a read or two."""
+MIN_BUFFER_HEADROOM_BYTES: Final = 2 * MAX_INLINE_BYTES + 64
+"""``max_buffer_bytes`` must leave at least this over ``max_bulk_bytes``, or a legal command
+(a count line, a bulk header and the largest bulk) could not be held."""
+_INT_MAX: Final = 2**31 - 1
+
+# Reasons, word for word as Redis's networking.c sends them after "-ERR ".
+INVALID_MULTIBULK: Final = "Protocol error: invalid multibulk length"
+INVALID_BULK: Final = "Protocol error: invalid bulk length"
+EXPECTED_DOLLAR: Final = "Protocol error: expected '$', got '%s'"
+UNBALANCED_QUOTES: Final = "Protocol error: unbalanced quotes in request"
+TOO_BIG_MULTIBULK: Final = "Protocol error: too big mbulk count string"
+TOO_BIG_BULK: Final = "Protocol error: too big bulk count string"
+TOO_BIG_INLINE: Final = "Protocol error: too big inline request"
+# minidb's own: Redis skips the two bytes after bulk data unchecked, and closes a connection
+# over its query buffer limit without a reply.
+EXPECTED_CRLF: Final = "Protocol error: expected CRLF after bulk data"
+TOO_BIG_QUERY: Final = "Protocol error: max query buffer length reached"
+
+_CRLF: Final = b"\r\n"
+# The fast path recognises canonical headers by lookup: ``*1``..``*64`` and ``$0``..``$4095``.
+_COUNTS: Final = {b"*%d" % n: n for n in range(1, 65)}
+_FAST_BULK_LIMIT: Final = 4096
+_HEADERS: Final = tuple(b"$%d" % n for n in range(_FAST_BULK_LIMIT))
+_header_of = _HEADERS.__getitem__
+
+PURE_PYTHON_ENV: Final = "MINIDB_PURE_PYTHON"
+"""Environment variable: ``1`` keeps the decoder pure Python even when ``_cresp`` is built."""
+
+Scan = Callable[[list[bytes], int, int, list[list[bytes]], int, int, int], int]
+"""``scan(lines, i, last, out, limit, max_count, max_bulk) -> next i`` (see ``_cresp.c``)."""
+ScanRaw = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
+"""``scan_raw(buf, pos, out, limit, max_count, max_bulk) -> next pos`` (see ``_cresp.c``)."""
+
+
+def _load_scans() -> tuple[Scan | None, ScanRaw | None]:
+    """The C scans, or Nones when they are switched off or were not built."""
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None, None
+    try:
+        from minidb.protocol import _cresp  # type: ignore[attr-defined]
+    except ImportError:
+        return None, None
+    return _cresp.scan, _cresp.scan_raw
+
+
+_scan, _scan_raw = _load_scans()
+ACCELERATED: Final = _scan is not None
+"""Whether the decoder's hot loop runs in C."""
+
+_WAIT: Final = -1
+_FAILED: Final = -2
+_NO_LIMIT: Final = sys.maxsize
+
+
+class RespProtocolError(ProtocolError):
+    """The request stream broke RESP; answer ``reply`` and close the connection."""
+
+    @property
+    def reply(self) -> bytes:
+        """The wire form of the answer: ``-ERR <reason>\\r\\n``."""
+        # latin-1: a reason that quotes a raw byte sends that byte back, as Redis does.
+        return b"-ERR " + self.reason.encode("latin-1") + _CRLF
+
+
+@dataclass(frozen=True, slots=True)
+class RespDecoderStatistics:
+    """Counters of one decoder (one connection)."""
+
+    commands: int
+    """Commands returned so far."""
+    bytes_fed: int
+    """Bytes taken by ``feed`` (those dropped after an overflow excluded)."""
+    buffered: int
+    """Bytes received and not yet returned as commands."""
+
+
+def _expected_dollar(header: bytes) -> str:
+    # An empty line means the byte found was the CR of its CRLF; Redis turns CR and LF in an
+    # error into spaces so the reply stays one line.
+    c = header[0] if header else 13
+    return EXPECTED_DOLLAR % (" " if c in (10, 13) else chr(c))
+
+
+class RespDecoder:
+    """Turns one connection's byte stream into commands, a bounded number at a time.
+
+    ``feed`` never parses and never raises; ``next_commands`` parses and raises
+    ``RespProtocolError`` once the commands before a protocol error have been returned.
+    """
+
+    __slots__ = (
+        "_argv",
+        "_argv_bytes",
+        "_bulk",
+        "_bytes_fed",
+        "_chunks",
+        "_chunks_len",
+        "_commands",
+        "_error",
+        "_fast",
+        "_left",
+        "_li",
+        "_lines",
+        "_max_buffer",
+        "_max_bulk",
+        "_max_count",
+        "_merged",
+        "_need",
+        "_overflow",
+        "_pos",
+        "_raw",
+        "_ready",
+        "_want_lf",
+    )
+
+    def __init__(
+        self,
+        *,
+        max_bulk_bytes: int = DEFAULT_MAX_BULK_BYTES,
+        max_multibulk_count: int = DEFAULT_MAX_MULTIBULK_COUNT,
+        max_buffer_bytes: int | None = None,
+    ) -> None:
+        if max_buffer_bytes is None:
+            max_buffer_bytes = max_bulk_bytes + BUFFER_HEADROOM_BYTES
+        if max_bulk_bytes < 0 or max_multibulk_count < 1:
+            raise ValueError("max_bulk_bytes must be >= 0 and max_multibulk_count >= 1")
+        if max_buffer_bytes < max_bulk_bytes + MIN_BUFFER_HEADROOM_BYTES:
+            raise ValueError(
+                f"max_buffer_bytes must be at least max_bulk_bytes + {MIN_BUFFER_HEADROOM_BYTES}"
+            )
+        self._max_bulk = max_bulk_bytes
+        self._max_count = max_multibulk_count
+        self._max_buffer = max_buffer_bytes
+        # The fast path's tables accept any header up to their size, so they may only be
+        # trusted when the limits are at least as large.
+        self._fast = max_bulk_bytes >= _FAST_BULK_LIMIT - 1 and max_multibulk_count >= 64
+        self._lines: list[bytes] = [b""]
+        self._li = 0
+        self._raw: bytes | None = None  # a joined buffer not split yet (accelerated only)
+        self._pos = 0  # ... consumed up to here
+        self._merged = 0  # bytes in _lines when they were split (consumed ones included)
+        self._chunks: list[bytes] = []
+        self._chunks_len = 0
+        self._ready = False  # the chunks may complete something: join them before parsing
+        self._need = 1  # ... which they do once _chunks_len reaches this
+        self._want_lf = False  # ... or once a chunk brings an LF
+        self._argv: list[bytes] | None = None  # a multibulk command partly read
+        self._left = 0  # its arguments still to read
+        self._bulk = -1  # length of the argument whose data starts at _li, or -1: header next
+        self._argv_bytes = 0
+        self._overflow = False
+        self._error: RespProtocolError | None = None
+        self._commands = 0
+        self._bytes_fed = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received and not yet returned as commands (arguments read so far included)."""
+        lines = self._lines
+        li = self._li
+        rest = sum(map(len, islice(lines, li, None))) + 2 * (len(lines) - li - 1)
+        if self._raw is not None:
+            rest += len(self._raw) - self._pos
+        return rest + self._chunks_len + self._argv_bytes
+
+    @property
+    def error(self) -> RespProtocolError | None:
+        """The protocol error met so far, if any (``next_commands`` raises it when due)."""
+        return self._error
+
+    def statistics(self) -> RespDecoderStatistics:
+        """A snapshot of the counters."""
+        return RespDecoderStatistics(self._commands, self._bytes_fed, self.buffered)
+
+    def feed(self, data: bytes) -> None:
+        """Take the bytes of one read. Cheap: parsing happens in ``next_commands``.
+
+        Past ``max_buffer_bytes`` held, the data is dropped and the stream ends, after the
+        commands already held, with ``TOO_BIG_QUERY``.
+        """
+        size = len(data)
+        if not size or self._overflow or self._error is not None:
+            return
+        if type(data) is not bytes:
+            data = bytes(data)
+        if self._merged + self._argv_bytes + self._chunks_len + size > self._max_buffer:
+            self._merge()  # drop what was consumed; the bound is on what is really held
+            if self._merged + self._argv_bytes + size > self._max_buffer:
+                self._overflow = True
+                self._ready = True
+                return
+        self._bytes_fed += size
+        self._chunks.append(data)
+        self._chunks_len += size
+        if not self._ready and (
+            self._chunks_len >= self._need or (self._want_lf and b"\n" in data)
+        ):
+            self._ready = True
+
+    def next_commands(self, limit: int = _NO_LIMIT) -> list[list[bytes]]:
+        """Up to ``limit`` complete commands, in order; [] when none is complete yet.
+
+        Raises ``RespProtocolError`` when the next thing in the stream is a protocol error.
+        """
+        if self._error is not None:
+            raise self._error
+        out: list[list[bytes]] = []
+        while True:
+            if self._ready:
+                self._merge()
+            at_end = self._parse(out, limit)
+            if self._error is not None:
+                if out:
+                    break
+                raise self._error
+            if not (at_end and self._ready):
+                break
+        self._commands += len(out)
+        return out
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _merge(self) -> None:
+        lines = self._lines
+        li = self._li
+        head = lines[li] if li == len(lines) - 1 else _CRLF.join(islice(lines, li, None))
+        if self._raw is not None:  # then _lines is [b""]
+            head = self._raw[self._pos :]
+            self._raw = None
+        chunks = self._chunks
+        if not chunks:
+            buf = head
+        elif not head and len(chunks) == 1:
+            buf = chunks[0]
+        else:
+            chunks.insert(0, head)
+            buf = b"".join(chunks)
+        if _scan_raw is not None and self._argv is None:
+            self._raw = buf
+            self._pos = 0
+            self._lines = [b""]
+        else:
+            self._lines = buf.split(_CRLF)
+        self._li = 0
+        self._merged = len(buf)
+        self._chunks = []
+        self._chunks_len = 0
+        self._ready = False
+
+    def _parse(self, out: list[list[bytes]], limit: int) -> bool:
+        """Append commands to ``out``; True if stopped for want of data, False at ``limit``."""
+        if self._raw is not None and _scan_raw is not None:
+            buf = self._raw
+            pos = _scan_raw(buf, self._pos, out, limit, self._max_count, self._max_bulk)
+            if len(out) >= limit and pos < len(buf):
+                self._pos = pos
+                return False
+            self._raw = None
+            self._li = 0
+            if pos == len(buf):  # all taken: the common end of a read, made cheap
+                self._lines = [b""]
+                return self._wait_bytes(0, 1)
+            self._lines = buf[pos:].split(_CRLF) if pos else buf.split(_CRLF)
+        lines = self._lines
+        i = self._li
+        last = len(lines) - 1
+        fast = self._fast
+        max_count = self._max_count
+        counts_get = _COUNTS.get
+        headers = _HEADERS
+        count = len(out)
+        scan = _scan
+        scanning = scan is not None  # off after an inline request: the next is likely inline too
+        max_bulk = self._max_bulk
+        while count < limit:
+            if scanning and scan is not None and self._argv is None:
+                i = scan(lines, i, last, out, limit, max_count, max_bulk)
+                count = len(out)
+                if count >= limit:
+                    break
+            if self._argv is not None:
+                i = self._multibulk(lines, i, last, out)
+                if i < 0:
+                    return True
+                count += 1
+                continue
+            line = lines[i]
+            n = counts_get(line)
+            if n is not None and fast and i + 2 * n < last:
+                # The whole command is here: it is valid if every header is the canonical
+                # header of its data line's length. SET and GET (3 and 2 arguments) are
+                # unrolled: that is several times cheaper than the general loop.
+                try:
+                    if n == 3:
+                        a = lines[i + 2]
+                        b = lines[i + 4]
+                        c = lines[i + 6]
+                        if (
+                            headers[len(a)] == lines[i + 1]
+                            and headers[len(b)] == lines[i + 3]
+                            and headers[len(c)] == lines[i + 5]
+                        ):
+                            out.append([a, b, c])
+                            count += 1
+                            i += 7
+                            continue
+                    elif n == 2:
+                        a = lines[i + 2]
+                        b = lines[i + 4]
+                        if headers[len(a)] == lines[i + 1] and headers[len(b)] == lines[i + 3]:
+                            out.append([a, b])
+                            count += 1
+                            i += 5
+                            continue
+                    else:
+                        end = i + 2 * n
+                        argv = lines[i + 2 : end + 1 : 2]
+                        if list(map(_header_of, map(len, argv))) == lines[i + 1 : end : 2]:
+                            out.append(argv)
+                            count += 1
+                            i = end + 1
+                            continue
+                except IndexError:  # an argument too long for the table: slow path
+                    pass
+            if line[:1] == b"*":
+                if i == last:
+                    if len(line) > MAX_INLINE_BYTES + 1:
+                        return self._fail(TOO_BIG_MULTIBULK)
+                    return self._wait_line(i, line)
+                if n is None:
+                    n = strict_int(line[1:])
+                    if n is None or n > _INT_MAX:
+                        return self._fail(INVALID_MULTIBULK)
+                if n > max_count:
+                    return self._fail(INVALID_MULTIBULK)
+                i += 1
+                scanning = scan is not None
+                if n > 0:  # Redis ignores ``*0`` and ``*-1``
+                    self._argv = []
+                    self._left = n
+                    self._bulk = -1
+                    self._argv_bytes = 0
+                continue
+            # An inline request ends at the first LF; CRLF was already split away.
+            scanning = False
+            lf = line.find(b"\n")
+            if lf < 0:
+                if i == last:
+                    if not line:
+                        return self._wait_bytes(i, 1)
+                    if len(line) > MAX_INLINE_BYTES + 1:
+                        return self._fail(TOO_BIG_INLINE)
+                    return self._wait_line(i, line)
+                i += 1
+            else:
+                lines[i] = line[lf + 1 :]
+                line = line[: lf - 1] if line[lf - 1 : lf] == b"\r" else line[:lf]
+            if len(line) > MAX_INLINE_BYTES:
+                self._li = i
+                return self._fail(TOO_BIG_INLINE)
+            words = split_inline(line)
+            if words is None:
+                self._li = i
+                return self._fail(UNBALANCED_QUOTES)
+            if words:  # an empty line is no command
+                out.append(words)
+                count += 1
+        self._li = i
+        return False
+
+    def _multibulk(self, lines: list[bytes], i: int, last: int, out: list[list[bytes]]) -> int:
+        """Read ``_argv`` on from line ``i``; append it to ``out`` and return the next line,
+        or return _WAIT or _FAILED."""
+        argv = self._argv
+        assert argv is not None
+        left = self._left
+        size = self._bulk
+        while left:
+            if size < 0:
+                header = lines[i]
+                if i == last:
+                    self._left = left
+                    self._bulk = -1
+                    if len(header) > MAX_INLINE_BYTES + 1:
+                        self._fail(TOO_BIG_BULK)
+                        return _FAILED
+                    self._wait_line(i, header)
+                    return _WAIT
+                if header[:1] != b"$":
+                    self._fail(_expected_dollar(header))
+                    return _FAILED
+                parsed = strict_int(header[1:])
+                if parsed is None or parsed < 0 or parsed > self._max_bulk:
+                    self._fail(INVALID_BULK)
+                    return _FAILED
+                size = parsed
+                i += 1
+            data = lines[i]
+            if i < last and len(data) == size:
+                i += 1
+            else:
+                # The data holds CRLFs, is cut short, or overruns: measure lines until
+                # ``size`` bytes plus their CRLF are covered.
+                k = i
+                total = len(data)
+                while total < size and k < last:
+                    k += 1
+                    total += 2 + len(lines[k])
+                if total == size and k < last:
+                    data = _CRLF.join(lines[i : k + 1])
+                    i = k + 1
+                elif total >= size + 2:
+                    blob = _CRLF.join(lines[i : k + 1])
+                    if blob[size : size + 2] != _CRLF:
+                        self._fail(EXPECTED_CRLF)
+                        return _FAILED
+                    data = blob[:size]
+                    lines[k] = blob[size + 2 :]
+                    i = k
+                elif k < last:  # exactly one byte after the data, then a CRLF: not ours
+                    self._fail(EXPECTED_CRLF)
+                    return _FAILED
+                else:
+                    self._left = left
+                    self._bulk = size
+                    self._wait_bytes(i, size + 2 - total)
+                    return _WAIT
+            argv.append(data)
+            self._argv_bytes += size
+            size = -1
+            left -= 1
+        self._argv = None
+        self._bulk = -1
+        self._left = 0
+        self._argv_bytes = 0
+        out.append(argv)
+        return i
+
+    def _wait_line(self, i: int, tail: bytes) -> bool:
+        # A line completes only with an LF, or fails once it grows past the inline limit.
+        self._li = i
+        self._want_lf = True
+        self._need = MAX_INLINE_BYTES + 2 - len(tail)
+        return self._waiting(any(b"\n" in chunk for chunk in self._chunks))
+
+    def _wait_bytes(self, i: int, need: int) -> bool:
+        self._li = i
+        self._want_lf = False
+        self._need = need
+        return self._waiting(False)
+
+    def _waiting(self, lf_arrived: bool) -> bool:
+        if self._overflow and not self._chunks:
+            return self._fail(TOO_BIG_QUERY)
+        self._ready = lf_arrived or self._chunks_len >= self._need
+        return True
+
+    def _fail(self, reason: str) -> bool:
+        self._error = RespProtocolError(reason)
+        self._argv = None
+        return True
