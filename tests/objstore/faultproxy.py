@@ -29,6 +29,7 @@ settable so tests expire URLs without sleeping.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
 import enum
 import http.client
@@ -289,10 +290,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _drop(self) -> None:
         self.close_connection = True
         self.wfile.flush()
-        try:
+        with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
     # -- one request -------------------------------------------------------------------------
 

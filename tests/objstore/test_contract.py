@@ -179,7 +179,7 @@ async def test_list_prefix_and_start_after_filter(store: ObjectStore) -> None:
 
 @pytest.mark.parametrize("size", [16, 4 << 20], ids=["small", "4MiB"])
 async def test_racing_creators_exactly_one_wins(store: ObjectStore, size: int) -> None:
-    """Of many concurrent put_if_absent calls on one key exactly one succeeds, and its bytes stay."""
+    """Of many concurrent creates of one key exactly one succeeds, and its bytes stay."""
     creators = 8
 
     async def create(i: int) -> tuple[int, str] | None:

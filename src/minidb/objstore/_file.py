@@ -164,6 +164,7 @@ class FileStore(ObjectStore):
         return self._presign("PUT", key, expires_s)
 
     def _presign(self, method: str, key: str, expires_s: int) -> str:
+        self._core.path(key)  # a bad key must not even create the secret
         expires_at = int(self._clock()) + check_expires(expires_s)
         return sign(self._presign_secret(), method, key, expires_at, self._base_url)
 

@@ -32,6 +32,7 @@ import fcntl
 import hashlib
 import os
 import secrets
+import stat
 import uuid
 from collections.abc import Iterator
 from typing import BinaryIO
@@ -167,6 +168,9 @@ class FileCore:
             raise NotFound(f"no object {key!r}", key=key, status=404) from None
         except IsADirectoryError:
             raise NotFound(f"no object {key!r}", key=key, status=404) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # a directory: a prefix, not an object
+            os.close(fd)
+            raise NotFound(f"no object {key!r}", key=key, status=404)
         file = os.fdopen(fd, "rb")
         try:
             etag = _parse_header(file.read(HEADER_BYTES))
