@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -21,22 +22,28 @@ def test_serialised_moto_has_one_winner_per_racing_create(s3rig: S3Rig) -> None:
     bucket = s3rig.server.new_bucket()
     clients = [boto_client(s3rig.server.endpoint) for _ in range(RACERS)]
     for round_ in range(ROUNDS):
-        outcomes: list[str] = []
-        barrier = threading.Barrier(RACERS, timeout=30)
-
-        def create(i: int, key: str = f"race-{round_}") -> None:
-            barrier.wait()
-            try:
-                clients[i].put_object(Bucket=bucket, Key=key, Body=bytes([i]) * BODY_BYTES,
-                                      IfNoneMatch="*")
-                outcomes.append("won")
-            except Exception as exc:  # the client's error, e.g. 412 PreconditionFailed
-                outcomes.append(getattr(exc, "response", {}).get("Error", {}).get("Code", "?"))
-
-        threads = [threading.Thread(target=create, args=(i,)) for i in range(RACERS)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
+        outcomes = _race(clients, bucket, f"race-{round_}")
         assert sorted(outcomes) == ["PreconditionFailed"] * (RACERS - 1) + ["won"], outcomes
     assert s3rig.server.app.serialised > 0
+
+
+def _race(clients: list[Any], bucket: str, key: str) -> list[str]:
+    """Every client creates ``key`` at once; returns "won" or the S3 error code per client."""
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(clients), timeout=30)
+
+    def create(i: int) -> None:
+        barrier.wait()
+        try:
+            clients[i].put_object(Bucket=bucket, Key=key, Body=bytes([i]) * BODY_BYTES,
+                                  IfNoneMatch="*")
+            outcomes.append("won")
+        except Exception as exc:  # the client's error, e.g. 412 PreconditionFailed
+            outcomes.append(getattr(exc, "response", {}).get("Error", {}).get("Code", "?"))
+
+    threads = [threading.Thread(target=create, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return outcomes
