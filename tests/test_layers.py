@@ -17,7 +17,7 @@ ALLOWED = {
     "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
     "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime"},
     "client": {"errors", "protocol", "runtime"},
-    "batch": {"errors", "protocol", "client", "runtime"},
+    "batch": {"errors", "protocol", "client", "runtime", "objstore"},
 }
 
 

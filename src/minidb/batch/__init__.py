@@ -1,0 +1,2 @@
+"""minidb.batch: a durable task queue on object storage (pure cores; the async shells sit on top).
+"""
