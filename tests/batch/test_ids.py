@@ -91,7 +91,7 @@ def test_invert_refuses_non_crockford() -> None:
         "01KBCQCK20JZ7R9YTJGD1AH5\x00A",
         "01KBCQCK20JZ7R9YTJGD1AH5/.",
         "01KBCQCK20JZ7R9YTJGD1AH5T3\n",
-        "０1KBCQCK20JZ7R9YTJGD1AH5T3",  # a fullwidth digit is not ASCII
+        "\uff101KBCQCK20JZ7R9YTJGD1AH5T3",  # a fullwidth digit is not ASCII
         "0" * 10_000_000,
     ],
 )

@@ -505,7 +505,11 @@ def check_invariants(record: TaskRecord) -> None:
         raise InvalidRecord(f"{message} (state {record.state}, rev {record.rev})", field=name)
 
     # Field-level rules first, so a record built in memory is held to what decode requires.
-    from_json(json.loads(json.dumps(to_json(record), allow_nan=False)))
+    try:
+        data = json.loads(json.dumps(to_json(record), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise InvalidRecord(f"not JSON: {exc}") from exc
+    from_json(data)
     if record.updated_at < record.created_at:
         fail("updated_at is before created_at", "updated_at")
     if [a.n for a in record.attempts] != list(range(1, len(record.attempts) + 1)):
@@ -538,8 +542,9 @@ def check_invariants(record: TaskRecord) -> None:
         fail("budget_from is after the latest attempt", "budget_from")
     if record.spent() > record.max_attempts:
         fail("more attempts spent than max_attempts", "attempts")
-    if record.state == "queued" and record.queue_marker is None:
-        fail("a queued task must name its queue marker", "queue_marker")
+    if record.state in ("queued", "running") and record.queue_marker is None:
+        # The marker stays while running: it is how other workers find an expired lease.
+        fail("a queued or running task must name its queue marker", "queue_marker")
     if record.queue_marker is not None:
         try:
             marker = parse_marker_key(record.queue_marker)
