@@ -66,7 +66,7 @@ class ExportWriter:
 
     def row(self, bucket: str, key: str, value: str) -> bytes:
         """One data line."""
-        cells = (bucket, key, value)
+        cells: tuple[str, ...] = (bucket, key, value)
         if self.neutralize_formulas:
             guarded = tuple(neutralize(c) for c in cells)
             self._neutralized += sum(a is not b for a, b in zip(cells, guarded, strict=True))
