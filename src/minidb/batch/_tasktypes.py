@@ -45,7 +45,7 @@ _BUCKET = re.compile(rf"[A-Za-z0-9_.:/-]{{1,{MAX_NAME_CHARS}}}", re.ASCII)
 # --- what a running task sees -----------------------------------------------------------------
 
 
-class OutputFile(Protocol):
+class OutputSink(Protocol):
     """One output file being written; ``close`` makes it durable (put-if-absent)."""
 
     async def write(self, data: bytes) -> None: ...
@@ -84,7 +84,7 @@ class TaskContext(Protocol):
         """The uploaded input, in chunks (types with ``needs_input`` only)."""
         ...
 
-    async def open_output(self, name: str) -> OutputFile:
+    async def open_output(self, name: str) -> OutputSink:
         """A new output file of this attempt (``name`` as ``_keys.check_file_name`` allows)."""
         ...
 
