@@ -246,7 +246,9 @@ steps = st.lists(
     st.tuples(
         st.sampled_from(m.ACTIONS),
         st.integers(0, 2),  # which lease id to use: 0 = the live one, else a stale/foreign one
-        st.integers(0, 40_000),  # how far the clock moves before the action (ms)
+        # How far the clock moves before the action (ms): mostly within a 20 s lease, now
+        # and then past it and its grace, so take-overs and fenced refusals both happen.
+        st.sampled_from([0, 1, 500, 5_000, 15_000, 25_000]),
         st.booleans(),  # retryable
     ),
     max_size=80,
