@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from minidb.batch import _machine as m
 from minidb.batch._errors import IllegalTransition, LeaseLost
 from minidb.batch._keys import parse_marker_key
-from minidb.batch._model import Progress, TaskError, TaskRecord, check_invariants
+from minidb.batch._model import (
+    Progress,
+    TaskError,
+    TaskRecord,
+    check_invariants,
+    decode,
+    encode,
+)
 from tests.batch.conftest import LEASE, NONCE, T0, created, in_phase, queued, running
 
 ERROR = TaskError("boom", "it broke")
@@ -255,13 +262,14 @@ steps = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(steps, st.integers(1, 4))
 def test_random_sequences_keep_the_invariants(
     sequence: list[tuple[str, int, int, bool]], max_attempts: int
 ) -> None:
     """Whatever is tried in whatever order: one live lease accepted, rev strictly increasing,
-    cancel_requested ends only in cancelled, attempts 1..n never reused, budget respected."""
+    cancel_requested ends only in cancelled, attempts 1..n never reused, budget respected, and
+    every record survives its JSON form."""
     record = created(max_attempts)
     now = T0 + 10_000
     leases_seen: set[str] = set()
@@ -305,6 +313,7 @@ def test_random_sequences_keep_the_invariants(
         if action in ("heartbeat", "complete", "fail", "release"):
             assert lease_id == live, "a write by a non-holder was accepted"
         check_invariants(record)
+        assert decode(encode(record)) == record
         if record is not before:
             assert record.rev == before.rev + 1
         assert record.attempts[: len(before.attempts) - 1] == before.attempts[:-1]
