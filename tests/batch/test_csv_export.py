@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.batch._csv_export import ExportWriter, neutralize, quote
-from minidb.batch._csv_import import GoodRow, read_all
+from minidb.batch._csv_export import ERROR_REPORT_CELLS, ExportWriter, neutralize, quote
+from minidb.batch._csv_import import BadRow, GoodRow, read_all
 
 
 def export(rows: list[tuple[str, str, str]], **kwargs: bool) -> bytes:
@@ -68,6 +68,22 @@ def test_statistics_count_rows_bytes_and_guards() -> None:
     out = writer.header() + writer.row("b", "k", "=x") + writer.row("b", "k", "y")
     stats = writer.statistics()
     assert (stats.rows, stats.bytes_written, stats.cells_neutralized) == (2, len(out), 1)
+
+
+def test_error_report_rows_of_bad_rows() -> None:
+    """An import's bad rows write as line,reason,detail and read back."""
+    bad = [r for r in read_all([b"bucket,key,value\nb,k\n=x,k,v\n"]) if isinstance(r, BadRow)]
+    writer = ExportWriter(columns=ERROR_REPORT_CELLS)
+    data = writer.header() + b"".join(writer.row(str(r.line), r.reason, r.detail) for r in bad)
+    parsed = list(csv.reader(io.StringIO(data.decode(), newline="")))
+    assert parsed[0] == ["line", "reason", "detail"]
+    assert [p[:2] for p in parsed[1:]] == [["2", "wrong_column_count"], ["3", "invalid_bucket"]]
+
+
+def test_row_needs_one_cell_per_column() -> None:
+    """A row of the wrong width is a programming error."""
+    with pytest.raises(ValueError):
+        ExportWriter().row("b", "k")
 
 
 cells = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=50)

@@ -21,6 +21,9 @@ from dataclasses import dataclass
 
 TERMINATOR = "\r\n"
 HEADER_CELLS = ("bucket", "key", "value")
+"""The columns of ``export.csv``."""
+ERROR_REPORT_CELLS = ("line", "reason", "detail")
+"""The columns of an import's ``errors.csv`` (written with the same quoting and guard)."""
 FORMULA_STARTS = frozenset("=+-@\t\r\x00")
 """First characters that make a spreadsheet evaluate (or be tricked by) a cell."""
 _NEEDS_QUOTES = frozenset('",\r\n')
@@ -48,10 +51,17 @@ class ExportWriterStatistics:
 
 
 class ExportWriter:
-    """Encodes export rows to UTF-8 bytes; the caller streams them to the output object."""
+    """Encodes rows to UTF-8 bytes; the caller streams them to the output object.
 
-    def __init__(self, *, neutralize_formulas: bool = True) -> None:
+    ``columns`` is the header (``export.csv`` by default; ``ERROR_REPORT_CELLS`` for an
+    import's ``errors.csv``); every row must have that many cells.
+    """
+
+    def __init__(
+        self, *, neutralize_formulas: bool = True, columns: tuple[str, ...] = HEADER_CELLS
+    ) -> None:
         self.neutralize_formulas = neutralize_formulas
+        self.columns = columns
         self._rows = 0
         self._bytes = 0
         self._neutralized = 0
@@ -61,12 +71,13 @@ class ExportWriter:
         return ExportWriterStatistics(self._rows, self._bytes, self._neutralized)
 
     def header(self) -> bytes:
-        """The header line, ``bucket,key,value`` CRLF."""
-        return self._line(HEADER_CELLS)
+        """The header line (``bucket,key,value`` CRLF by default)."""
+        return self._line(self.columns)
 
-    def row(self, bucket: str, key: str, value: str) -> bytes:
-        """One data line."""
-        cells: tuple[str, ...] = (bucket, key, value)
+    def row(self, *cells: str) -> bytes:
+        """One data line of ``len(columns)`` cells (``bucket, key, value`` by default)."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"expected {len(self.columns)} cells, got {len(cells)}")
         if self.neutralize_formulas:
             guarded = tuple(neutralize(c) for c in cells)
             self._neutralized += sum(a is not b for a, b in zip(cells, guarded, strict=True))
