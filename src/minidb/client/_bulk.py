@@ -73,13 +73,13 @@ BUSY_ATTEMPTS = 6
 BUSY_BACKOFF = Backoff(attempts=BUSY_ATTEMPTS, base=0.05, cap=2.0)
 """Waits between busy retries: up to 50 ms, doubling, at most 2 s (full jitter)."""
 
+MAX_CHECKED_BUCKETS = 1024
+"""Bucket names remembered as valid, so a load over a few buckets checks each once."""
+
 _OK = b"OK\n"
 _OK_LINE = b"OK"
 _NIL_LINE = b"NIL"
 _ERR = b"ERR "
-_SET = b"SET "
-_DEL = b"DEL "
-_SPACE = b" "
 _NEWLINE = b"\n"
 _FATAL_PREFIXES = ("not logged", "read-only")
 
@@ -108,20 +108,20 @@ class BulkStatistics:
     bytes_received: int
 
 
-def _encode(verb: bytes, bucket: bytes, key: bytes, value: bytes | None) -> bytes:
-    """The request line, or ``ProtocolError`` with the reason the server would give."""
-    if _NAME.fullmatch(bucket) is None:
-        raise ProtocolError(f"invalid name {bucket.decode(errors='replace')[:128]}")
-    if _NAME.fullmatch(key) is None:
-        raise ProtocolError(f"invalid name {key.decode(errors='replace')[:128]}")
-    if value is None:
-        return verb + bucket + _SPACE + key + _NEWLINE
+_name_ok = _NAME.fullmatch
+
+
+def _check(bucket: bytes, key: bytes, value: bytes) -> None:
+    """Raise ``ProtocolError`` with the reason the server would give for a request it refuses
+    (the hot path in ``set`` only calls this when a cheap test failed)."""
+    for name in (bucket, key):
+        if _name_ok(name) is None:
+            raise ProtocolError(f"invalid name {name.decode(errors='replace')[:128]}")
     if len(value) > MAX_VALUE_BYTES:
         raise ProtocolError("value too long")
     if b"\n" in value or b"\r" in value:
         # The server would take the rest as a second request: never send it.
         raise ProtocolError("a value cannot contain a line break")
-    return verb + bucket + _SPACE + key + _SPACE + value + _NEWLINE
 
 
 class BulkWriter:
@@ -147,6 +147,7 @@ class BulkWriter:
         self._reader = reader
         self._writer = writer
         self._out = bytearray()
+        self._buckets_ok: set[bytes] = set()
         # (line, tag, attempts) of each request on the wire, in wire order.
         self._pending: deque[tuple[bytes, object, int]] = deque()
         self._retrying: dict[asyncio.TimerHandle, tuple[bytes, object, int]] = {}
@@ -180,15 +181,30 @@ class BulkWriter:
         and the stream's failure (``UnavailableError``, ``StoreError``, ``BusyError``,
         ``ProtocolError``) once it has one.
         """
-        line = _encode(_SET, bucket, key, value)
-        if len(self._pending) + len(self._retrying) >= self.window or self._failure:
+        # The hot path of a load, so inlined: buckets are few, so each is checked once.
+        if (
+            bucket not in self._buckets_ok
+            or _name_ok(key) is None
+            or len(value) > MAX_VALUE_BYTES
+            or b"\n" in value
+            or b"\r" in value
+        ):
+            _check(bucket, key, value)
+            self._remember_bucket(bucket)
+        line = b"SET %b %b %b\n" % (bucket, key, value)
+        if self._failure or len(self._pending) + len(self._retrying) >= self.window:
             await self._wait_for_room()
-        self._queue(line, tag, 1)
+        self._out += line
+        self._pending.append((line, tag, 1))
+        self._sent += 1
+        if len(self._out) >= self._flush_bytes:
+            self._write_out()
 
     async def delete(self, bucket: bytes, key: bytes, tag: object = None) -> None:
         """Queue ``DEL bucket key`` (``NIL``, a key that was not there, counts as success)."""
-        line = _encode(_DEL, bucket, key, None)
-        if len(self._pending) + len(self._retrying) >= self.window or self._failure:
+        _check(bucket, key, b"")
+        line = b"DEL %b %b\n" % (bucket, key)
+        if self._failure or len(self._pending) + len(self._retrying) >= self.window:
             await self._wait_for_room()
         self._queue(line, tag, 1)
 
@@ -236,12 +252,16 @@ class BulkWriter:
         if len(self._out) >= self._flush_bytes:
             self._write_out()
 
+    def _remember_bucket(self, bucket: bytes) -> None:
+        if len(self._buckets_ok) < MAX_CHECKED_BUCKETS:
+            self._buckets_ok.add(bucket)
+
     def _write_out(self) -> None:
         if self._out and not self._closed:
             self._bytes_sent += len(self._out)
-            # bytes(): the transport may keep the object; the bytearray is reused.
-            self._writer.write(bytes(self._out))
-            self._out.clear()
+            # Handed over, not copied: the transport may keep a view of it, so start afresh.
+            self._writer.write(self._out)
+            self._out = bytearray()
 
     async def _wait_for_room(self) -> None:
         self._raise_if_failed()
