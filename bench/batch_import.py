@@ -16,9 +16,10 @@ cell on a fresh server:
 It prints the median of each cell, the ratios minidb/Redis, the loader's peak RSS (``wait4``'s
 rusage) and the server's (``VmHWM``). The last line is one JSON object with every figure.
 
-    python bench/batch_import.py                        # 1M rows, 3 rounds
+    python bench/batch_import.py                        # 100k rows, 3 rounds, about a minute
     python bench/batch_import.py --rows 10000000 --rounds 1 --cells 'minidb x1,redis always'
     python bench/batch_import.py --rows 200000 --windows 128,512,1024,4096 --cells 'minidb x1'
+    python bench/batch_import.py --cells 'minidb x1,minidb x1 f1024'  # server --max-in-flight
     python bench/batch_import.py --rows 200000 --profile   # cProfile of the 1-connection load
 """
 
@@ -55,6 +56,9 @@ READ_BYTES = 1 << 20
 STARTUP_TIMEOUT_S = 10.0
 LOAD_TIMEOUT_S = 600.0
 _RESP_SET = b"*3\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
+DEFAULT_ROWS = 100_000
+"""Rows of the default run: with every write fsynced on this shared disk (2-4 ms per
+fdatasync), three rounds of four cells of more rows would not fit in a minute."""
 DEFAULT_CELLS = "minidb x1,minidb x4,redis always,redis everysec"
 
 
@@ -181,8 +185,10 @@ def run_child(command: list[str], stdin: Any = None) -> tuple[str, float, int]:
     return out, seconds, usage.ru_maxrss * 1024
 
 
-def minidb_cell(csv_path: Path, rows: int, connections: int, window: int) -> dict[str, Any]:
-    served: Served = serve(None)
+def minidb_cell(
+    csv_path: Path, rows: int, connections: int, window: int, server_args: list[str]
+) -> dict[str, Any]:
+    served: Served = serve(None, *server_args)
     try:
         out, _, loader_rss = run_child([
             sys.executable, os.path.abspath(__file__), "--worker", str(csv_path),
@@ -242,7 +248,10 @@ def redis_cell(resp_path: Path, rows: int, policy: str) -> dict[str, Any]:
 def run_cell(name: str, csv_path: Path, resp_path: Path, rows: int, window: int) -> dict[str, Any]:
     kind, _, arg = name.partition(" ")
     if kind == "minidb":
-        return minidb_cell(csv_path, rows, int(arg.lstrip("x")), window)
+        # "minidb x4" = 4 connections; "minidb x1 f1024" also passes --max-in-flight 1024.
+        connections, *flight = arg.split()
+        server_args = ["--max-in-flight", flight[0].lstrip("f")] if flight else []
+        return minidb_cell(csv_path, rows, int(connections.lstrip("x")), window, server_args)
     return redis_cell(resp_path, rows, arg)
 
 
@@ -267,7 +276,7 @@ def profile(csv_path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=DEFAULT_ROWS)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cells", default=DEFAULT_CELLS, help="comma-separated cell names")
     parser.add_argument("--windows", default=str(DEFAULT_WINDOW),
