@@ -54,7 +54,6 @@ VALUE_BYTES = (20, 200)
 READ_BYTES = 1 << 20
 """How much of the CSV a loader task reads at a time (cut back to the last line end)."""
 STARTUP_TIMEOUT_S = 10.0
-LOAD_TIMEOUT_S = 600.0
 _RESP_SET = b"*3\r\n$3\r\nSET\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 DEFAULT_ROWS = 100_000
 """Rows of the default run: with every write fsynced on this shared disk (2-4 ms per

@@ -172,6 +172,23 @@ def test_bulk_writer_gives_up_on_endless_busy() -> None:
     run(body)
 
 
+def test_bulk_writer_real_busy_is_retried_then_raised(serve: Any) -> None:
+    """A server whose owner stalls past --request-timeout answers ERR busy; it is retried, and
+    ``BusyError`` is raised when the attempts run out."""
+    server = serve("--request-timeout", "0.05", env={"MINIDB_FAILPOINTS": "store.apply=delay(0.3)"})
+
+    async def body() -> None:
+        async with await BulkWriter.connect(
+            "127.0.0.1", server.port, busy_backoff=FAST_BUSY
+        ) as writer:
+            await writer.set(b"b", b"k", b"v", tag="row 1")
+            with pytest.raises(BusyError, match="row 1"):
+                await writer.flush()
+            assert writer.statistics().busy_retries == FAST_BUSY.attempts - 1
+
+    run(body)
+
+
 @pytest.mark.parametrize(
     ("reply", "error"),
     [(b"ERR store unavailable\n", UnavailableError), (b"ERR read-only: disk\n", StoreError),
