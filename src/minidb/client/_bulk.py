@@ -96,8 +96,10 @@ class BulkFailure:
 
 @dataclass(frozen=True)
 class BulkStatistics:
+    """Counters of one writer since it connected."""
+
     sent: int
-    """Requests written to the socket, busy resends included."""
+    """Requests queued for the wire (written at the next flush), busy resends included."""
     ok: int
     """Requests answered ``OK`` or ``NIL``."""
     errors: int
@@ -107,7 +109,9 @@ class BulkStatistics:
     outstanding: int
     """Requests sent or queued and not yet answered."""
     bytes_sent: int
+    """Request bytes handed to the transport."""
     bytes_received: int
+    """Reply bytes read."""
 
 
 _name_ok = _NAME.fullmatch
