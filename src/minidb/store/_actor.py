@@ -273,10 +273,14 @@ class StoreOwner:
         if not journal.records:
             return results
         try:
-            log = self.log
+            append = self.log.append
             for group in journal.records:
-                log.append(encode_group(group))
-            log.sync()
+                # encode_group inlined for its common case (a lone SET): once per write.
+                if len(group) == 1 and type(op := group[0]) is Put and op[3] is None:
+                    append(encode_put(op[0], op[1], op[2]))
+                else:
+                    append(encode_ops(group))
+            self.log.sync()
         except (OSError, WalError, ValueError) as exc:
             return self._fail_group(batches, _reason(exc), now_ms)
         self._appends += len(journal.records)
