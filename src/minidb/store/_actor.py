@@ -62,7 +62,16 @@ from typing import cast
 
 from minidb import _failpoints
 from minidb.errors import WalError
-from minidb.protocol import UNAVAILABLE, WRITES, Request, Set, error_reply
+from minidb.protocol import (
+    UNAVAILABLE,
+    WRITES,
+    Delete,
+    Expire,
+    Persist,
+    Request,
+    Set,
+    error_reply,
+)
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
@@ -122,7 +131,11 @@ class OwnerStatistics:
 
 
 def _verb(request: Request) -> str:
-    return "SET" if isinstance(request, Set) else "DEL"
+    return _VERBS.get(type(request), "OTHER")
+
+
+_VERBS: dict[type, str] = {Set: "SET", Delete: "DEL", Expire: "EXPIRE", Persist: "PERSIST"}
+"""The verb label of each line-protocol write, for the refusal counts."""
 
 
 def _reason(exc: BaseException) -> str:
