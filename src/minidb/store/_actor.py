@@ -44,6 +44,13 @@ and writing the snapshot run in a worker thread from the copy.
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
 
+Expiry: the owner keeps one loop timer at the keyspace's ``next_expiry_ms()`` (a wall-clock ms
+mapped onto ``loop.time()`` through its own clock), re-armed after every group that wrote
+(moved in place with ``loop.reschedule`` where the loop has it). When it fires it wakes the
+owner, which runs ``expire_due`` as a group of its own: the removals are logged and synced like
+any write (one or more records), so a replay agrees. Keys are never scanned for expiry; a read
+before the timer fires already treats a key past its deadline as gone (the keyspace checks).
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -128,6 +135,10 @@ class OwnerStatistics:
     """How long the last checkpoint blocked the owner (sync, new segment, copy of the map)."""
     checkpoint_pause_max_s: float
     checkpoint_failures: int
+    expiry_groups: int
+    """Groups the expiry timer ran."""
+    expired_by_timer: int
+    """Keys those groups removed."""
 
 
 def _verb(request: Request) -> str:
@@ -182,6 +193,10 @@ class StoreOwner:
         self._refused: dict[tuple[str, str], int] = {}
         self._sizes = [0] * (len(BATCH_SIZE_BOUNDS) + 1)
         self._size_sum = 0
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at: int | None = None
+        self._expiry_pending = False
+        self._expiry_groups = self._expired = 0
 
     # -- the task ------------------------------------------------------------------------
 
@@ -190,10 +205,16 @@ class StoreOwner:
         loop = asyncio.get_running_loop()
         batches: list[Batch] = []
         try:
+            self._arm_expiry(loop)
             while True:
                 batches = await self.mailbox.get(self.max_drain)
+                if self._expiry_pending:
+                    self._expiry_pending = False
+                    self._expire_due(loop)
                 if not batches:
-                    break
+                    if self.mailbox.closed and not self.mailbox:
+                        break
+                    continue
                 if _failpoints.ACTIVE:
                     _failpoints.hit("store.owner")
                     delay = _failpoints.hit("store.apply")
@@ -210,12 +231,15 @@ class StoreOwner:
                     if more:
                         batches += more
                         results += self._apply(more, now_ms)
-                if self.sync_in_thread and self._journal.records:
+                wrote = bool(self._journal.records)
+                if self.sync_in_thread and wrote:
                     results = await self._log_in_thread(loop, batches, results, now_ms)
                 else:
                     results = self._log(batches, results, now_ms)
                 self._release(batches, results)
                 batches = []
+                if wrote:
+                    self._arm_expiry(loop)
                 job = self._begin_checkpoint()
                 if job is not None:
                     self._checkpoint = loop.run_in_executor(None, job)
@@ -238,12 +262,59 @@ class StoreOwner:
             self._refuse(batches + self.mailbox.take_all(), UNAVAILABLE)
             raise
         finally:
+            if self._expiry_timer is not None:
+                self._expiry_timer.cancel()
+                self._expiry_timer = None
             if self._sync_executor is not None:
                 self._sync_executor.shutdown(wait=False)
 
     def close(self) -> None:
         """Stop taking new batches; ``run()`` returns once the queued ones are committed."""
         self.mailbox.close()
+
+    # -- expiry --------------------------------------------------------------------------
+
+    def _arm_expiry(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Put the expiry timer at the keyspace's next deadline (or take it away)."""
+        at = self.state.keyspace.next_expiry_ms()
+        timer = self._expiry_timer
+        if at is None:
+            if timer is not None:
+                timer.cancel()
+                self._expiry_timer = self._expiry_at = None
+            return
+        if at == self._expiry_at and timer is not None:
+            return
+        when = loop.time() + max(0, at - self.clock()) / 1000
+        self._expiry_at = at
+        reschedule = getattr(loop, "reschedule", None)
+        if timer is not None and reschedule is not None and reschedule(timer, when):
+            return
+        if timer is not None:
+            timer.cancel()
+        self._expiry_timer = loop.call_at(when, self._expiry_fired)
+
+    def _expiry_fired(self) -> None:
+        self._expiry_timer = self._expiry_at = None
+        self._expiry_pending = True
+        self.mailbox.wake()
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The expiry timer's group: remove what is due, log and sync it, re-arm."""
+        self.expire_now(self.clock())
+        self._arm_expiry(loop)
+
+    def expire_now(self, now_ms: int) -> int:
+        """Remove the keys due by ``now_ms`` as a group of their own, logged and synced like
+        writes (read-only: removed without a record; the log already implies them); how many.
+        """
+        journal = self._journal if self._read_only is None else None
+        expired = self.state.keyspace.expire_due(now_ms, journal)
+        if expired:
+            self._expiry_groups += 1
+            self._expired += len(expired)
+            self._log([], [], now_ms)
+        return len(expired)
 
     # -- one group -----------------------------------------------------------------------
 
@@ -496,4 +567,6 @@ class StoreOwner:
             checkpoint_pause_last_s=self._pause_last,
             checkpoint_pause_max_s=self._pause_max,
             checkpoint_failures=self._checkpoint_failures,
+            expiry_groups=self._expiry_groups,
+            expired_by_timer=self._expired,
         )
