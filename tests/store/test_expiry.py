@@ -1,9 +1,11 @@
-"""The owner's expiry timer: keys expire on time with no scan, reads never see an expired key,
-and a replay after a restart expires the same keys (all on the paused clock)."""
+"""The owner's timers, on the paused clock: expiry (keys expire on time with no scan, reads
+never see an expired key, a replay after a restart expires the same keys) and the fsync
+policies (everysec syncs in the background within a second, no never does)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 from pathlib import Path
 
 from minidb.protocol import Expire, Get, Persist, Request, Set, Ttl
@@ -138,3 +140,68 @@ def test_expiry_replay_after_restart_expires_the_same_keys(tmp_path: Path) -> No
     assert after.keyspace.lookup(b"b", b"long", BASE_MS + 1000, None) == (b"2", BASE_MS + 100_000)
     assert after.keyspace.statistics().keys_with_expiry == 1
     log.close()
+
+
+def test_fsync_everysec_replies_once_written_and_syncs_within_a_second() -> None:
+    """With fsync="everysec" a write is answered once written, unsynced; the background task
+    fdatasyncs it within a second, off the owner's path."""
+
+    async def main() -> None:
+        log = MemoryLog()
+        loop = asyncio.get_running_loop()
+        owner = StoreOwner(StoreState(), log, mailbox=100, fsync="everysec")
+        task = asyncio.create_task(owner.run())
+        started = loop.time()
+        assert await _send(owner, Set(b"b", b"k", b"v")) == [b"OK\n"]
+        assert len(log.written) == 1 and log.synced == [] and log.syncs == 0
+        async with asyncio.timeout(5):
+            while not owner.statistics().syncs:
+                await asyncio.sleep(0.001)
+        assert loop.time() - started <= 1.0 + 0.001  # the interval, plus one polling step
+        assert log.syncs == 1 and owner.statistics().syncs == 1
+        await advance(5)
+        assert log.syncs == 1  # nothing new written: no sync
+        owner.close()
+        async with asyncio.timeout(5):
+            await task
+
+    run_paused(main())
+
+
+def test_fsync_everysec_failed_datasync_turns_the_store_read_only() -> None:
+    """A failed background fdatasync is fail-stop: later writes are refused read-only."""
+
+    async def main() -> None:
+        log = MemoryLog()
+        owner = StoreOwner(StoreState(), log, mailbox=100, fsync="everysec")
+        task = asyncio.create_task(owner.run())
+        await _send(owner, Set(b"b", b"k", b"v"))
+        log.fail_sync = errno.EIO
+        await advance(1.5)
+        assert owner.read_only == "Input/output error"
+        assert await _send(owner, Set(b"b", b"k", b"w"), Get(b"b", b"k")) == [
+            b"ERR read-only: Input/output error\n", b"VALUE v\n",
+        ]
+        owner.close()
+        async with asyncio.timeout(5):
+            await task
+
+    run_paused(main())
+
+
+def test_fsync_no_never_syncs_while_serving() -> None:
+    """With fsync="no" writes are written and answered, and never fdatasynced by the owner."""
+
+    async def main() -> None:
+        log = MemoryLog()
+        owner = StoreOwner(StoreState(), log, mailbox=100, fsync="no")
+        task = asyncio.create_task(owner.run())
+        for i in range(5):
+            await _send(owner, Set(b"b", b"k%d" % i, b"v"))
+        await advance(60)
+        assert len(log.written) == 5 and log.syncs == 0
+        owner.close()
+        async with asyncio.timeout(5):
+            await task
+
+    run_paused(main())

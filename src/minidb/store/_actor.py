@@ -34,6 +34,13 @@ connection at depth 16: 53k vs 40k, the thread hand-off is pure cost there); onl
 contended (fdatasync 2-4 ms) did the thread win, by 1.1-1.7x. Not a clear win, so the simpler
 loop sync is the default.
 
+``fsync`` (Redis's ``appendfsync``): ``always`` (the default) is all of the above: a reply is
+released only once its records are fdatasynced. ``everysec``: step 2 only writes the records
+(``write_pending``: in the page cache, safe from a process kill) before the replies go out, and
+a background task has the log ``datasync()`` in a worker thread once a second, off the owner's
+path; a failed datasync turns the store read-only exactly as a failed sync does. ``no``: only
+written; the kernel writes back when it likes (checkpoints and a clean shutdown still sync).
+
 ``commit_delay`` (Postgres's ``commit_delay``): a group that wrote waits that long (loop
 clock) before its sync and takes in whatever arrived meanwhile, so more writes share one sync.
 
@@ -59,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import time
@@ -92,6 +100,11 @@ DEFAULT_MAX_DRAIN = 4096
 
 BATCH_SIZE_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 """Upper bounds of the batch-size histogram buckets, in requests per group."""
+
+FSYNC_POLICIES = ("always", "everysec", "no")
+"""When acknowledged writes are fdatasynced (see the module docstring)."""
+EVERYSEC_INTERVAL_S = 1.0
+"""Seconds between background fdatasyncs with ``fsync="everysec"`` (Redis: one second)."""
 
 EXECUTOR_VERB = "COMMAND"
 """The verb label under which refused writes of an ``Executor``'s batches are counted."""
@@ -172,9 +185,14 @@ class StoreOwner:
         commit_delay: float = 0.0,
         sync_in_thread: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
+        fsync: str = "always",
     ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.state = state
         self.clock = clock
+        self.fsync = fsync
+        self._background_sync: asyncio.Task[None] | None = None
         self.log = log
         self.mailbox = Mailbox(mailbox)
         self.max_drain = max_drain
@@ -206,6 +224,10 @@ class StoreOwner:
         batches: list[Batch] = []
         try:
             self._arm_expiry(loop)
+            if self.fsync == "everysec":
+                self._background_sync = loop.create_task(
+                    self._sync_every_second(loop), name="minidb-wal-everysec"
+                )
             while True:
                 batches = await self.mailbox.get(self.max_drain)
                 if self._expiry_pending:
@@ -232,7 +254,7 @@ class StoreOwner:
                         batches += more
                         results += self._apply(more, now_ms)
                 wrote = bool(self._journal.records)
-                if self.sync_in_thread and wrote:
+                if self.sync_in_thread and wrote and self.fsync == "always":
                     results = await self._log_in_thread(loop, batches, results, now_ms)
                 else:
                     results = self._log(batches, results, now_ms)
@@ -262,6 +284,11 @@ class StoreOwner:
             self._refuse(batches + self.mailbox.take_all(), UNAVAILABLE)
             raise
         finally:
+            if self._background_sync is not None:
+                self._background_sync.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._background_sync
+                self._background_sync = None
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
                 self._expiry_timer = None
@@ -271,6 +298,24 @@ class StoreOwner:
     def close(self) -> None:
         """Stop taking new batches; ``run()`` returns once the queued ones are committed."""
         self.mailbox.close()
+
+    # -- fsync everysec ------------------------------------------------------------------
+
+    async def _sync_every_second(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the log fdatasync what was written, once a second, in one worker thread (one
+        sync at a time); a failure is fail-stop: the store turns read-only."""
+        executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minidb-wal-sync")
+        try:
+            while self._read_only is None:
+                await asyncio.sleep(EVERYSEC_INTERVAL_S)
+                try:
+                    if await loop.run_in_executor(executor, self.log.datasync):
+                        self._syncs += 1
+                except (OSError, WalError) as exc:
+                    self._read_only = _reason(exc)
+                    logger.error("wal_datasync_failed reason=%r", self._read_only)
+        finally:
+            executor.shutdown(wait=True)
 
     # -- expiry --------------------------------------------------------------------------
 
@@ -364,11 +409,15 @@ class StoreOwner:
                     append(encode_put(op[0], op[1], op[2]))
                 else:
                     append(encode_ops(group))
-            self.log.sync()
+            if self.fsync == "always":
+                self.log.sync()
+            else:
+                self.log.write_pending()
         except (OSError, WalError, ValueError) as exc:
             return self._fail_group(batches, _reason(exc), now_ms)
         self._appends += len(journal.records)
-        self._syncs += 1
+        if self.fsync == "always":
+            self._syncs += 1
         journal.clear()
         return results
 
