@@ -4,8 +4,8 @@ sockets (for replies a real server never sends: busy on demand, garbage, endless
 from __future__ import annotations
 
 import asyncio
-import signal
 import contextlib
+import signal
 import tracemalloc
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
