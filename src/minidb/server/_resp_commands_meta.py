@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from minidb.server._resp_types import Result, SimpleString
+from minidb.server._resp_types import Result, Simple
 
 MAX_COMMAND_NAME_BYTES = 64
 """Longer names are never looked up (every real one is under 32 bytes)."""
@@ -68,7 +68,7 @@ class CommandSpec:
         if "admin" in self.flags:
             cats += ["admin", "dangerous"]
         cats.append("fast" if "fast" in self.flags else "slow")
-        return [SimpleString("@" + c) for c in dict.fromkeys(cats)]
+        return [Simple("@" + c) for c in dict.fromkeys(cats)]
 
 
 def _spec(name: str, arity: int, flags: str, **kw: object) -> CommandSpec:
@@ -334,7 +334,7 @@ def _key_specs(spec: CommandSpec) -> list[Result]:
     if spec.first_key <= 0:
         return []
     lastkey = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
-    flags: list[Result] = [SimpleString("RW" if "write" in spec.flags else "RO")]
+    flags: list[Result] = [Simple("RW" if "write" in spec.flags else "RO")]
     return [
         {
             b"flags": flags,
@@ -354,7 +354,7 @@ def command_info(spec: CommandSpec | None) -> Result:
     return [
         spec.name.encode(),
         spec.arity,
-        [SimpleString(f) for f in spec.flags],
+        [Simple(f) for f in spec.flags],
         spec.first_key,
         spec.last_key,
         spec.key_step,
@@ -365,10 +365,10 @@ def command_info(spec: CommandSpec | None) -> Result:
     ]
 
 
-def command_docs(spec: CommandSpec) -> dict[bytes, Result]:
+def command_docs(spec: CommandSpec) -> dict[Result, Result]:
     """One value of ``COMMAND DOCS``: summary, since, group, subcommands (all bulk strings,
     which redis-cli asserts when it builds its help from this reply)."""
-    docs: dict[bytes, Result] = {}
+    docs: dict[Result, Result] = {}
     if spec.summary:
         docs[b"summary"] = spec.summary.encode()
     docs[b"since"] = spec.since.encode()
@@ -382,10 +382,10 @@ def help_lines(container: CommandSpec) -> list[Result]:
     """``<CONTAINER> HELP``: Redis's layout, listing the subcommands we serve."""
     name = container.name.upper()
     lines: list[Result] = [
-        SimpleString(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+        Simple(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
     ]
     for sub in container.subcommands:
         word = sub.name.split("|", 1)[1].upper()
         if word != "HELP":
-            lines += [SimpleString(word), SimpleString("    " + sub.summary)]
-    return [*lines, SimpleString("HELP"), SimpleString("    Print this help.")]
+            lines += [Simple(word), Simple("    " + sub.summary)]
+    return [*lines, Simple("HELP"), Simple("    Print this help.")]
