@@ -59,10 +59,10 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from minidb.errors import UnavailableError
-from minidb.protocol import BUSY, UNAVAILABLE, Request, RequestDecoder
+from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
 from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
 from minidb.server._logging import event
@@ -78,7 +78,9 @@ class Decoder(Protocol):
 
     def receive(self, data: bytes) -> None: ...
 
-    def next_requests(self, limit: int) -> list[Request]: ...
+    def next_requests(self, limit: int) -> list[Any]:
+        """At most ``limit`` requests (line ``Request``s, or what the batch's executor runs)."""
+        ...
 
     def has_request(self) -> bool: ...
 
@@ -242,7 +244,11 @@ class Connection(asyncio.Protocol):
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
             self._set_reading()
 
-    def _send(self, requests: list[Request]) -> None:
+    def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
+        """A batch of this connection's requests (a protocol with an executor passes it)."""
+        return Batch(requests, self, deadline)
+
+    def _send(self, requests: list[Any]) -> None:
         loop = self._loop
         now = loop.time()
         self._push_idle(now)
@@ -250,7 +256,7 @@ class Connection(asyncio.Protocol):
         self.requests += count
         self._in_flight += count
         self._room_since = None
-        batch = Batch(requests, self, now + self._request_timeout_s)
+        batch = self._new_batch(requests, now + self._request_timeout_s)
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -263,12 +269,12 @@ class Connection(asyncio.Protocol):
         if self._request_timer is None:
             self._request_timer = loop.call_at(batch.deadline, self._on_request_timeout)
 
-    def _shed(self, requests: list[Request]) -> None:
+    def _shed(self, requests: list[Any]) -> None:
         count = len(requests)
         self._push_idle(self._loop.time())
         self.requests += count
         self._in_flight += count
-        batch = Batch(requests, self, self._loop.time() + self._request_timeout_s)
+        batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s)
         batch.replies = [self.busy_reply] * count
         self._pending.append(batch)
         self._hub.shed += count

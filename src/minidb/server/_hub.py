@@ -53,7 +53,10 @@ class Hub:
     def count_refused(self, batch: Batch, outcome: str) -> None:
         """Count each request of a refused batch under its verb (a rare, slow path)."""
         for request in batch.requests:
-            key = (type(request).__name__.upper().replace("DELETE", "DEL"), outcome)
+            verb = getattr(request, "verb", None)  # a RESP request names its command
+            if verb is None:
+                verb = type(request).__name__.upper().replace("DELETE", "DEL")
+            key = (verb, outcome)
             self.rejected_verbs[key] = self.rejected_verbs.get(key, 0) + 1
 
     def opened(self, conn: Connection) -> None:

@@ -171,6 +171,11 @@ class RespSession:
         return len(self._queue or ())
 
     @property
+    def rejected(self) -> int:
+        """Commands refused so far (unknown, wrong arity, not authenticated)."""
+        return self._rejected
+
+    @property
     def watched_keys(self) -> int:
         return len(self._watched)
 
