@@ -167,6 +167,7 @@ class RespConnection(Connection):
 
     busy_reply = BUSY_REPLY
     unavailable_reply = UNAVAILABLE_REPLY
+    listener = "resp"
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, context: RespContext) -> None:
         self._context = context
@@ -184,36 +185,12 @@ class RespConnection(Connection):
         super().connection_made(transport)
 
     def _send(self, requests: list[Any]) -> None:
-        # Runs of owner requests go to the owner, runs of local replies are answered already;
-        # one ordered queue keeps every reply in its command's place.
-        start = 0
-        size = len(requests)
-        while start < size and not self._closed:
-            local = type(requests[start]) is bytes
-            end = start + 1
-            while end < size and (type(requests[end]) is bytes) is local:
-                end += 1
-            run = requests[start:end]
-            if local:
-                self._answer_locally(run)
-            else:
-                super()._send(run)
-            start = end
+        super()._send(requests)
         if self.requests_decoder.closing and not self._draining:
-            self.begin_drain()
+            self.begin_drain()  # QUIT, a protocol error or an HTTP request: nothing follows
 
     def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
         return Batch(requests, self, deadline, executor=self._executor)
-
-    def _answer_locally(self, replies: list[bytes]) -> None:
-        count = len(replies)
-        self._push_idle(self._loop.time())
-        self.requests += count
-        self._in_flight += count
-        batch = Batch(replies, self, self._loop.time())
-        batch.replies = replies
-        self._pending.append(batch)
-        self._write_answered()
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
