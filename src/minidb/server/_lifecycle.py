@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import itertools
 import logging
 import os
@@ -33,7 +34,6 @@ import sys
 import time
 from dataclasses import dataclass
 
-from minidb import __version__
 from minidb.errors import WalError
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
@@ -89,6 +89,14 @@ def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
         seconds=round(time.perf_counter() - started, 6),
     )
     return state, log
+
+
+def _minidb_version() -> str:
+    # The package's own metadata: the top-level package is above this layer.
+    try:
+        return importlib.metadata.version("minidb")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
 
 
 def _fmt(address: tuple[str, int]) -> str:
@@ -205,7 +213,7 @@ class Server:
         config = self.config
         assert self.resp_address is not None
         facts = ServerFacts(
-            minidb_version=__version__, tcp_port=self.resp_address[1], host=config.host,
+            minidb_version=_minidb_version(), tcp_port=self.resp_address[1], host=config.host,
             data_dir=str(config.data_dir), max_clients=config.max_connections,
             idle_timeout_s=config.idle_timeout, process_id=os.getpid(),
             run_id=secrets.token_hex(20), arch_bits=64 if sys.maxsize > 2**32 else 32,
