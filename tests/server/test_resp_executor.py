@@ -213,3 +213,17 @@ def test_executor_counts_calls_failures_and_rejections_by_name() -> None:
     assert counts.calls == {"set": 1, "incr": 1, "ping": 1}
     assert counts.failed == {"incr": 1} and counts.errors == {"ERR": 2}
     assert sum(counts.rejected.values()) == 1
+
+
+def test_session_table_knows_every_engine_command_with_its_arity() -> None:
+    """Every command the store runs is in the session's table with the same arity and write
+    flag, so none is refused as unknown before it reaches the owner."""
+    from minidb.server._resp_commands_meta import CommandTable
+    from minidb.store import COMMANDS
+
+    table = CommandTable.default()
+    for name, command in COMMANDS.items():
+        spec = table.top(name)
+        assert spec is not None, name
+        assert spec.arity == command.arity, name
+        assert ("write" in spec.flags) == ("write" in command.flags), name

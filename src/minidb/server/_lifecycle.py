@@ -335,6 +335,13 @@ class Server:
         assert self._hub is not None, "server not started"
         return list(self._hub.connections)
 
+    def connections_by_listener(self) -> dict[str, int]:
+        """Open connections per listener (``line``, and ``resp`` when it is on)."""
+        counts = {"line": 0, **({"resp": 0} if self.resp_address is not None else {})}
+        for conn in self.connections():
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
+
     def buckets(self) -> list[tuple[bytes, int, int]]:
         """(name, keys, keys with an expiry) of every bucket holding keys; the expiry count is
         per keyspace, so it is shown on the first bucket only."""

@@ -274,6 +274,39 @@ DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
         summary="Determines the type of value stored at a key."),
     _spec("unlink", -2, "write fast", since="4.0.0", **_KN, **_KEYS,
         summary="Asynchronously deletes one or more keys."),
+    _spec("copy", -3, "write denyoom", since="6.2.0", first_key=1, last_key=2, key_step=1,
+        **_KEYS, summary="Copies the value of a key to a new key."),
+    _spec("expiretime", 2, "readonly fast", since="7.0.0", **_K1, **_KEYS,
+        summary="Returns the expiration time of a key as a Unix timestamp."),
+    _spec("flushall", -1, "write", group="server", categories=("keyspace", "dangerous"),
+        summary="Removes all keys from all databases."),
+    _spec("getex", -2, "write fast", since="6.2.0", **_K1, **_STR,
+        summary="Returns the string value of a key after setting its expiration time."),
+    _spec("getrange", 4, "readonly", since="2.4.0", **_K1, **_STR,
+        summary="Returns a substring of the string stored at a key."),
+    _spec("incrbyfloat", 3, "write denyoom fast", since="2.6.0", **_K1, **_STR,
+        summary=(
+            "Increment the floating point value of a key by a number. Uses 0 as initial "
+            "value if the key doesn't exist."
+        )),
+    _spec("msetnx", -3, "write denyoom", since="1.0.1", first_key=1, last_key=-1, key_step=2,
+        **_STR, summary=(
+            "Atomically modifies the string values of one or more keys only when all keys "
+            "don't exist."
+        )),
+    _spec("pexpiretime", 2, "readonly fast", since="7.0.0", **_K1, **_KEYS,
+        summary="Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    _spec("randomkey", 1, "readonly", **_KEYS,
+        summary="Returns a random key name from the database."),
+    _spec("rename", 3, "write", first_key=1, last_key=2, key_step=1, **_KEYS,
+        summary="Renames a key and overwrites the destination."),
+    _spec("renamenx", 3, "write fast", first_key=1, last_key=2, key_step=1, **_KEYS,
+        summary="Renames a key only when the target key name doesn't exist."),
+    _spec("setrange", 4, "write denyoom", since="2.2.0", **_K1, **_STR,
+        summary=(
+            "Overwrites a part of a string value with another by an offset. Creates the "
+            "key if it doesn't exist."
+        )),
 )  # fmt: skip
 """What the data engine is meant to run; the server passes the engine's table instead."""
 
