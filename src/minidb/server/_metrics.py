@@ -113,6 +113,10 @@ class ServerCollector(Collector):
         for name, rejected in sorted(counts.rejected.items()):
             commands.add_metric([name, "rejected"], rejected)
         yield commands
+        yield GaugeMetricFamily(
+            "minidb_watched_keys", "Keys some connection's WATCH is registered on",
+            self._server.owner.state.keyspace.statistics().watched_keys,
+        )
         accept = CounterMetricFamily(
             "minidb_accept_failures",
             "Failed accepts on the line port (resource: out of descriptors or memory)",
