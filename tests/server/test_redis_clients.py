@@ -35,10 +35,19 @@ def _need(binary: str) -> str:
     return path
 
 
+def drain_stderr(server: ServerProcess) -> ServerProcess:
+    """Read the server's log as it comes: hundreds of clients log thousands of lines
+    (connection_open/close), and a full pipe would block the server in write()."""
+    assert server.proc.stderr is not None
+    stream = server.proc.stderr
+    threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
+    return server
+
+
 @pytest.fixture
 def resp(serve: ServeFactory) -> ServerProcess:
     """A server with its RESP listener on a free port."""
-    server = serve("--resp-port", "0", "--metrics-port", "0")
+    server = drain_stderr(serve("--resp-port", "0", "--metrics-port", "0"))
     assert server.resp_port is not None
     return server
 
