@@ -79,23 +79,40 @@ class RespRequest:
         return "WATCH" if type(action) is ForwardWatch else "EXEC"
 
 
-@dataclass(slots=True)
 class CommandCounts:
-    """Calls and failed calls per command name (lower case), what ``INFO commandstats``
-    shows and ``/metrics`` exports."""
+    """Calls, failed calls and rejections per command name (lower case), what ``INFO
+    commandstats`` shows and ``/metrics`` exports."""
 
-    calls: dict[str, int] = field(default_factory=dict)
-    failed: dict[str, int] = field(default_factory=dict)
-    rejected: dict[str, int] = field(default_factory=dict)
-    """Refused before running: unknown, wrong arity, not authenticated."""
-    errors: dict[str, int] = field(default_factory=dict)
-    """Error replies by code (``ERR``, ``WRONGTYPE``...)."""
+    def __init__(self) -> None:
+        self.raw_calls: dict[bytes, int] = {}
+        """Data commands run, by the name as the client sent it (any case)."""
+        self._calls: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}
+        """Refused before running: unknown, wrong arity, not authenticated."""
+        self.errors: dict[str, int] = {}
+        """Error replies by code (``ERR``, ``WRONGTYPE``...)."""
+
+    @property
+    def calls(self) -> dict[str, int]:
+        """Calls by lower-case name, data and connection commands together."""
+        out = dict(self._calls)
+        for raw, count in self.raw_calls.items():
+            name = raw.lower().decode("ascii", "replace")
+            out[name] = out.get(name, 0) + count
+        return out
 
     def count(self, name: str, result: Result) -> None:
-        self.calls[name] = self.calls.get(name, 0) + 1
+        self._calls[name] = self._calls.get(name, 0) + 1
         if type(result) is ErrorReply:
             self.failed[name] = self.failed.get(name, 0) + 1
             self.error(result)
+
+    def failure(self, raw_name: bytes, error: ErrorReply) -> None:
+        """A data command counted in ``raw_calls`` answered an error."""
+        name = raw_name.lower().decode("ascii", "replace")
+        self.failed[name] = self.failed.get(name, 0) + 1
+        self.error(error)
 
     def reject(self, name: str, error: ErrorReply) -> None:
         self.rejected[name] = self.rejected.get(name, 0) + 1
@@ -111,6 +128,7 @@ class RespExecutor:
 
     def __init__(self, counts: CommandCounts | None = None) -> None:
         self.counts = counts if counts is not None else CommandCounts()
+        self._raw_calls = self.counts.raw_calls
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
 
     def execute(
@@ -133,8 +151,14 @@ class RespExecutor:
             forward: Forward = action  # type: ignore[assignment]
             session.bucket = forward.bucket
             session.protocol = forward.protocol
-            result = execute(ks, session, forward.argv, journal, now_ms)
-            self.counts.count(forward.argv[0].lower().decode("ascii", "replace"), result)
+            argv = forward.argv
+            result = execute(ks, session, argv, journal, now_ms)
+            # Counted under the name as sent (one dict update, no lower() or decode per
+            # command); CommandCounts folds the case when it is read.
+            calls = self._raw_calls
+            calls[argv[0]] = calls.get(argv[0], 0) + 1
+            if type(result) is ErrorReply:
+                self.counts.failure(argv[0], result)
             return self._encoders[forward.protocol].encode(result)
         if kind is ForwardWatch:
             watch: ForwardWatch = action  # type: ignore[assignment]

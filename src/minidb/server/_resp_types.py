@@ -87,9 +87,13 @@ class NoReply:
     """Nothing to do: an empty command, or one that arrived after ``QUIT``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Forward:
-    """Run a data command on the data owner against ``bucket``; its result is the reply."""
+    """Run a data command on the data owner against ``bucket``; its result is the reply.
+
+    Not frozen, unlike the other actions: one is made per data command, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) costs several times more.
+    Nobody changes it after ``handle`` returns it."""
 
     argv: list[bytes]
     bucket: bytes
