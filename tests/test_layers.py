@@ -15,9 +15,10 @@ ALLOWED = {
     "protocol": {"errors"},
     "wal": {"errors", "_failpoints"},
     "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
-    "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime"},
+    "objstore": {"errors", "runtime"},
+    "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore"},
     "client": {"errors", "protocol", "runtime"},
-    "batch": {"errors", "protocol", "client", "runtime"},
+    "batch": {"errors", "protocol", "client", "runtime", "objstore"},
 }
 
 

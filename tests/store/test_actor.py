@@ -10,8 +10,8 @@ import pytest
 import minidb.runtime
 from minidb.errors import UnavailableError
 from minidb.protocol import Delete, Get, Request, Set
-from minidb.store import Batch, MemoryLog, StoreOwner, StoreState
-from minidb.wal import encode_put, encode_remove
+from minidb.store import Batch, MemoryLog, OpJournal, Session, StoreOwner, StoreState, execute
+from minidb.wal import Put, encode_ops, encode_put, encode_remove
 
 
 class Sink:
@@ -128,18 +128,21 @@ def test_owner_death_answers_waiters_unavailable() -> None:
 async def _death_answers_unavailable() -> None:
     owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
 
-    def explode(batches: list[Batch]) -> list[list[bytes]]:
+    def explode(batches: list[Batch], now_ms: int) -> list[list[bytes]]:
         raise RuntimeError("boom")
 
     owner._apply = explode  # type: ignore[method-assign,assignment]
     task = asyncio.create_task(owner.run())
     first, second = _batch(Sink(), Get(b"u", b"x")), _batch(Sink(), Get(b"u", b"y"))
+    third = _exec_batch(Sink(), ArgvExecutor(), [b"GET", b"x"])
     owner.mailbox.put_nowait(first)
     owner.mailbox.put_nowait(second)
+    owner.mailbox.put_nowait(third)
     async with asyncio.timeout(5):
         with pytest.raises(RuntimeError):
             await task
     assert first.replies == second.replies == [b"ERR store unavailable\n"]
+    assert third.replies == [b"-ERR store unavailable"]
     with pytest.raises(UnavailableError):
         owner.mailbox.put_nowait(_batch(Sink(), Get(b"u", b"z")))
 
@@ -150,3 +153,82 @@ def test_mailbox_room_counts_requests() -> None:
     owner.mailbox.put_nowait(_batch(Sink(), *[Get(b"u", b"x")] * 3))
     assert owner.mailbox.room() == 2
     assert owner.statistics().mailbox_depth == 3
+
+
+class ArgvExecutor:
+    """An ``Executor`` over the command engine: requests are argv lists, replies their repr."""
+
+    def __init__(self) -> None:
+        self.session = Session()
+        self.times: list[int] = []
+
+    def execute(
+        self, state: StoreState, request: list[bytes], journal: OpJournal | None, now_ms: int
+    ) -> bytes:
+        self.times.append(now_ms)
+        if journal is None:
+            if self.is_write(request):
+                return self.refusal(request, "read-only: store")
+            journal = OpJournal()  # a read's lazy expiry has nowhere to go: dropped
+        result = execute(state.keyspace, self.session, request, journal, now_ms)
+        return b"R " + repr(result).encode()
+
+    def is_write(self, request: list[bytes]) -> bool:
+        return request[0].upper() in (b"SET", b"DEL")
+
+    def refusal(self, request: list[bytes], reason: str) -> bytes:
+        return b"-ERR " + reason.encode()
+
+
+def _exec_batch(sink: Sink, executor: ArgvExecutor, *argvs: list[bytes]) -> Batch:
+    return Batch(list(argvs), sink, deadline=0.0, executor=executor)
+
+
+def test_owner_runs_executor_batches_in_order_with_line_batches() -> None:
+    """Line and executor batches of one group run in order on one keyspace, share one sync,
+    and each journal group becomes one record."""
+    log = MemoryLog()
+    executor = ArgvExecutor()
+    owner = StoreOwner(StoreState(), log, mailbox=100, clock=lambda: 1234)
+    line_first = _batch(Sink(), Set(b"0", b"a", b"line"))
+    resp = _exec_batch(Sink(), executor, [b"GET", b"a"], [b"SET", b"b", b"resp"])
+    line_last = _batch(Sink(), Get(b"0", b"b"))
+    owner.commit([line_first, resp, line_last])
+    assert resp.replies == [b"R b'line'", b"R Simple('OK')"]
+    assert line_last.replies == [b"VALUE resp\n"]
+    assert log.syncs == 1
+    assert log.synced == [encode_put(b"0", b"a", b"line"), encode_put(b"0", b"b", b"resp")]
+    assert executor.times == [1234, 1234]
+
+
+def test_owner_executor_writes_are_logged_with_their_expiry() -> None:
+    """An executor's write with a deadline is logged as one record carrying it."""
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=100, clock=lambda: 1_000)
+    owner.commit([_exec_batch(Sink(), ArgvExecutor(), [b"SET", b"k", b"v", b"PX", b"50"])])
+    assert log.synced == [encode_ops([Put(b"0", b"k", b"v", 1_050)])]
+
+
+@pytest.mark.parametrize("failure", ["append", "sync"])
+def test_owner_log_failure_rolls_back_executor_writes_like_line_writes(failure: str) -> None:
+    """A failed append or sync rolls back both protocols' writes; the executor refuses its
+    writes with "not logged", its reads see the rolled-back state; then it is read-only."""
+    log = MemoryLog()
+    state = StoreState()
+    owner = StoreOwner(state, log, mailbox=100)
+    executor = ArgvExecutor()
+    owner.commit([_exec_batch(Sink(), executor, [b"SET", b"k", b"old"])])
+    setattr(log, f"fail_{failure}", errno.EIO)
+    line = _batch(Sink(), Set(b"0", b"k", b"line"), Get(b"0", b"k"))
+    resp = _exec_batch(Sink(), executor, [b"SET", b"k", b"new"], [b"GET", b"k"])
+    owner.commit([line, resp])
+    assert line.replies == [b"ERR not logged: Input/output error\n", b"VALUE old\n"]
+    assert resp.replies == [b"-ERR not logged: Input/output error", b"R b'old'"]
+    assert state.apply(Get(b"0", b"k")) == b"VALUE old\n"
+    later = _exec_batch(Sink(), executor, [b"SET", b"k", b"x"], [b"GET", b"k"])
+    owner.commit([later])
+    assert later.replies == [b"-ERR read-only: store", b"R b'old'"]
+    stats = owner.statistics()
+    assert stats.refused[("COMMAND", "not_logged")] == 1
+    assert stats.refused[("COMMAND", "read_only")] == 1
+    assert stats.refused[("SET", "not_logged")] == 1

@@ -1,16 +1,17 @@
-"""StoreState: applying requests, journaling writes, rolling back, scanning, records."""
+"""StoreState: the line protocol over the keyspace: requests, journal, rollback, scan, records."""
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.errors import WalError
 from minidb.protocol import Delete, Get, Invalid, Scan, Set, parse_reply
 from minidb.protocol import Keys as KeysReply
-from minidb.store import Journal, StoreState
-from minidb.wal import Expire, Flush, Put, Remove, decode_ops
+from minidb.store import OpJournal, Session, StoreState, execute
+from minidb.wal import Put, Remove, decode_ops
+
+NOW = 1_700_000_000_000
+"""A wall-clock time in ms for the tests that journal or expire."""
 
 
 def test_state_set_then_get_returns_value() -> None:
@@ -43,15 +44,13 @@ def test_state_invalid_is_answered_with_its_reason() -> None:
 
 
 def test_state_journal_records_only_changing_writes() -> None:
-    """SET always journals; DEL only when the key existed; reads never."""
-    state, journal = StoreState(), Journal()
-    state.execute(Set(b"b", b"k", b"v 1"), journal)
-    state.execute(Get(b"b", b"k"), journal)
-    state.execute(Delete(b"b", b"missing"), journal)
-    state.execute(Delete(b"b", b"k"), journal)
-    assert [decode_ops(r) for r in journal.records] == [
-        [Put(b"b", b"k", b"v 1")], [Remove(b"b", b"k")],
-    ]
+    """SET always journals; DEL only when the key existed; reads never; one group each."""
+    state, journal = StoreState(), OpJournal()
+    state.execute(Set(b"b", b"k", b"v 1"), journal, NOW)
+    state.execute(Get(b"b", b"k"), journal, NOW)
+    state.execute(Delete(b"b", b"missing"), journal, NOW)
+    state.execute(Delete(b"b", b"k"), journal, NOW)
+    assert journal.records == [[Put(b"b", b"k", b"v 1")], [Remove(b"b", b"k")]]
 
 
 def test_state_rollback_restores_previous_values() -> None:
@@ -60,11 +59,11 @@ def test_state_rollback_restores_previous_values() -> None:
     state.apply(Set(b"b", b"kept", b"old"))
     state.apply(Set(b"b", b"gone", b"was-here"))
     before = sorted(state.records())
-    journal = Journal()
-    state.execute(Set(b"b", b"kept", b"new"), journal)
-    state.execute(Set(b"b", b"fresh", b"1"), journal)
-    state.execute(Set(b"b", b"fresh", b"2"), journal)
-    state.execute(Delete(b"b", b"gone"), journal)
+    journal = OpJournal()
+    state.execute(Set(b"b", b"kept", b"new"), journal, NOW)
+    state.execute(Set(b"b", b"fresh", b"1"), journal, NOW)
+    state.execute(Set(b"b", b"fresh", b"2"), journal, NOW)
+    state.execute(Delete(b"b", b"gone"), journal, NOW)
     state.rollback(journal)
     assert sorted(state.records()) == before
     assert len(state) == 2
@@ -72,33 +71,78 @@ def test_state_rollback_restores_previous_values() -> None:
 
 
 def test_state_records_replay_to_the_same_store() -> None:
-    """Applying records() to a fresh state reproduces the store."""
+    """Applying records() (expiry included) to a fresh keyspace reproduces the store."""
     state = StoreState()
     for i in range(50):
         state.apply(Set(b"b%d" % (i % 3), b"k%d" % i, b"v %d " % i))
+    state.keyspace.put(b"b0", b"timed", b"t", NOW + 5000, None)
     copy = StoreState()
     for record in state.records():
-        copy.apply_ops(decode_ops(record))
+        copy.keyspace.apply_ops(decode_ops(record), NOW)
     assert sorted(copy.records()) == sorted(state.records())
+    assert copy.keyspace.lookup(b"b0", b"timed", NOW, None) == (b"t", NOW + 5000)
 
 
-def test_state_apply_ops_applies_put_remove_and_flush_in_order() -> None:
-    """Replay applies a record's operations in order: puts, removes, and both kinds of flush."""
+def test_state_frozen_records_keep_the_keyspace_as_it_was() -> None:
+    """frozen_records() is not affected by writes made after it was taken, expiry included."""
     state = StoreState()
-    state.apply_ops([Put(b"a", b"k", b"v\r"), Put(b"b", b"k", b""), Put(b"c", b"k", b"1")])
-    assert state.apply(Get(b"a", b"k")) == b"VALUE v\r\n"
-    state.apply_ops([Remove(b"a", b"k"), Remove(b"a", b"missing"), Flush(b"b")])
-    assert len(state) == 1 and state.apply(Get(b"c", b"k")) == b"VALUE 1\n"
-    state.apply_ops([Expire(b"c", b"k", None), Flush(None)])
-    assert len(state) == 0
+    state.keyspace.put(b"b", b"timed", b"old", NOW + 5000, None)
+    state.apply(Set(b"b", b"plain", b"old"))
+    frozen = state.frozen_records()
+    state.keyspace.put(b"b", b"timed", b"new", NOW + 9000, None)
+    state.apply(Set(b"b", b"plain", b"new"))
+    state.apply(Set(b"b", b"later", b"x"))
+    assert sorted(op for r in frozen for op in decode_ops(r)) == [
+        Put(b"b", b"plain", b"old"), Put(b"b", b"timed", b"old", NOW + 5000),
+    ]
 
 
-def test_state_apply_ops_refuses_an_expiry_it_cannot_keep() -> None:
-    """This store keeps no expiry times, so an op carrying one is refused, not dropped."""
-    with pytest.raises(WalError, match="expiry"):
-        StoreState().apply_ops([Put(b"a", b"k", b"v", 1700000000000)])
-    with pytest.raises(WalError, match="expiry"):
-        StoreState().apply_ops([Expire(b"a", b"k", 1700000000000)])
+def test_state_never_returns_an_expired_key() -> None:
+    """GET, DEL and SCAN treat a key past its deadline as missing, and GET removes it."""
+    state = StoreState()
+    state.keyspace.put(b"b", b"k", b"v", NOW + 10, None)
+    state.apply(Set(b"b", b"other", b"w"))
+    assert state.apply(Get(b"b", b"k"), NOW + 9) == b"VALUE v\n"
+    assert state.apply(Scan(b"b", b"0", 10), NOW + 10) == b"KEYS 0 other\n"
+    assert state.apply(Delete(b"b", b"k"), NOW + 10) == b"NIL\n"
+    state.keyspace.put(b"b", b"k", b"v", NOW + 10, None)
+    journal = OpJournal()
+    assert state.execute(Get(b"b", b"k"), journal, NOW + 10) == b"NIL\n"
+    assert journal.records == [[Remove(b"b", b"k")]]
+    assert len(state) == 1
+
+
+def test_state_refuses_what_the_line_protocol_cannot_carry() -> None:
+    """A value another protocol stored that cannot travel on one line is refused by GET, and
+    a key that is not a name is skipped by SCAN; neither is mangled."""
+    state = StoreState()
+    ks = state.keyspace
+    refused = b"ERR not representable in the line protocol\n"
+    for value in (b"a\nb", b"ends in lf\n", b"\xff\xfe", b"x" * 4097):
+        ks.put(b"0", b"k", value, None, None)
+        assert state.apply(Get(b"0", b"k")) == refused, value
+    for value in (b"mid\rcr\r", "\u00e9t\u00e9".encode(), b"x" * 4096, b""):
+        ks.put(b"0", b"k", value, None, None)
+        assert state.apply(Get(b"0", b"k")) == b"VALUE " + value + b"\n", value
+    for key in (b"has space", b"\xff", b"k" * 65, b"a\nb", b"b"):
+        ks.put(b"0", key, b"v", None, None)
+    assert state.apply(Scan(b"0", b"0", 1)) == b"KEYS +b b\n"
+    assert state.apply(Scan(b"0", b"+b", 1)) == b"KEYS +k k\n"
+    assert state.apply(Scan(b"0", b"+k", 1)) == b"KEYS 0\n"
+    assert state.statistics().not_representable == 4
+
+
+def test_state_and_the_command_engine_share_one_keyspace() -> None:
+    """A Redis SET in bucket 0 is the line protocol's GET 0 k, and the other way round."""
+    state = StoreState()
+    session, journal = Session(), OpJournal()
+    execute(state.keyspace, session, [b"SET", b"k", b"from-resp"], journal, NOW)
+    assert state.apply(Get(b"0", b"k")) == b"VALUE from-resp\n"
+    state.execute(Set(b"0", b"j", b"from-line"), journal, NOW)
+    assert execute(state.keyspace, session, [b"GET", b"j"], journal, NOW) == b"from-line"
+    execute(state.keyspace, session, [b"DEL", b"k"], journal, NOW)
+    assert state.apply(Get(b"0", b"k")) == b"NIL\n"
+    assert state.apply(Scan(b"0", b"0", 10)) == b"KEYS 0 j\n"
 
 
 def _scan_all(state: StoreState, bucket: bytes, count: int) -> list[str]:

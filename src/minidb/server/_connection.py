@@ -279,7 +279,7 @@ class Connection(asyncio.Protocol):
         self._push_idle(now)
         self.requests += count
         self._in_flight += count
-        batch = Batch(replies, self, now)  # type: ignore[arg-type]  # counted, never run
+        batch = Batch(replies, self, now)  # counted, never run
         batch.replies = replies
         self._pending.append(batch)
         self._write_answered()

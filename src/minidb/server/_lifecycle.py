@@ -13,9 +13,10 @@ States: created -> started (listening, owner running) -> serving -> stopping -> 
   alive to every health check that only opens the port. Log it, drop every connection, exit
   status 1, and let whoever runs the process restart it (the log makes the restart recover).
 
-``open_store`` builds the state from the write-ahead log in ``--data-dir``: open it, replay every
-record through ``StoreState`` (snapshot first), and only then is anything bound, so a damaged
-log (``CorruptionError``) means nothing is ever served. A clean shutdown ends with a checkpoint,
+``open_store`` builds the keyspace from the write-ahead log in ``--data-dir``: open it, apply
+every record's operations (snapshot first), drop the keys whose deadline passed meanwhile, and
+only then is anything bound, so a damaged log (``CorruptionError``) means nothing is ever
+served and an expired key is never served either. A clean shutdown ends with a checkpoint,
 so the next start reads one snapshot instead of the history.
 """
 
@@ -47,7 +48,8 @@ from minidb.server._resp_env import ServerEnv
 from minidb.server._resp_executor import CommandCounts, RespExecutor
 from minidb.server._resp_info import ServerFacts
 from minidb.server._resp_session import SessionConfig
-from minidb.store import OwnerStatistics, StoreOwner, StoreState, StoreStatistics
+from minidb.store import Keyspace, OwnerStatistics, StoreOwner, StoreState, StoreStatistics
+from minidb.store._actor import wall_clock_ms
 from minidb.wal import DurableLog, WalStatistics, open_log
 
 logger = logging.getLogger("minidb.server")
@@ -56,8 +58,9 @@ SHUTDOWN_READ_ROUNDS = 2
 """Loop iterations granted on shutdown so bytes already in socket buffers are read in."""
 
 
-def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
-    """Open the log in the data dir (created if missing) and replay it into a new state.
+def open_store(config: ServerConfig, now_ms: int | None = None) -> tuple[StoreState, DurableLog]:
+    """Open the log in the data dir (created if missing) and replay it into a new keyspace, as
+    of wall-clock ``now_ms`` (default: now): a key whose deadline has passed is dropped.
 
     Raises ``CorruptionError`` (file and offset) for damage other than a torn tail, and
     ``WalError`` if the directory cannot be opened or is locked by another server.
@@ -67,13 +70,18 @@ def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
         log, replay = open_log(config.data_dir, checkpoint_bytes=config.checkpoint_bytes)
     except OSError as exc:
         raise WalError(f"cannot open the data dir: {exc}", path=str(config.data_dir)) from exc
-    state = StoreState()
+    if now_ms is None:
+        now_ms = wall_clock_ms()
+    keyspace = Keyspace(now_ms=now_ms)
     try:
         # Each record's operations, decoded by the log (which knows each file's format), are
         # applied whole: a record that does not decode was refused there, with file and offset.
-        apply_ops = state.apply_ops
+        apply_ops = keyspace.apply_ops
         for ops in replay:
-            apply_ops(ops)
+            apply_ops(ops, now_ms)
+        # Only once everything is in (see Keyspace.apply_ops: a later record may persist a
+        # key whose first deadline has passed). Nothing is journaled: the log implies these.
+        purged = keyspace.purge_expired(now_ms)
     except BaseException:
         log.close()
         raise
@@ -85,10 +93,10 @@ def open_store(config: ServerConfig) -> tuple[StoreState, DurableLog]:
         )
     event(
         logger, logging.INFO, "store_replayed",
-        records=log.statistics().replayed, keys=len(state),
+        records=log.statistics().replayed, keys=len(keyspace), expired=purged,
         seconds=round(time.perf_counter() - started, 6),
     )
-    return state, log
+    return StoreState(keyspace), log
 
 
 def _minidb_version() -> str:

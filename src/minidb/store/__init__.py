@@ -1,7 +1,9 @@
-"""minidb.store: the data (``StoreState``, pure) and its one owner (``StoreOwner``, an actor).
+"""minidb.store: the data (one ``Keyspace``, pure; ``StoreState`` is the line protocol's view of
+it, the command engine the Redis protocol's) and its one owner (``StoreOwner``, an actor).
 
-Connections send ``Batch``es through the owner's bounded ``Mailbox``; the owner applies each
-group, writes it to its ``CommitLog`` and syncs once before any reply of the group is released.
+Connections send ``Batch``es through the owner's bounded ``Mailbox`` (another protocol's with
+its ``Executor``); the owner applies each group, writes it to its ``CommitLog`` and syncs once
+before any reply of the group is released.
 """
 
 from minidb.store._actor import BATCH_SIZE_BOUNDS, OwnerStatistics, StoreOwner
@@ -16,9 +18,9 @@ from minidb.store._keyspace import (
     Watch,
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog
-from minidb.store._mailbox import Batch, Mailbox, ReplySink, RoomWaiter
+from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink, RoomWaiter
 from minidb.store._results import CommandError, ErrorReply, Result, Simple
-from minidb.store._state import Journal, StoreState, StoreStatistics
+from minidb.store._state import StoreState, StoreStatistics
 
 __all__ = [
     "BATCH_SIZE_BOUNDS",
@@ -30,7 +32,7 @@ __all__ = [
     "CommandError",
     "CommitLog",
     "ErrorReply",
-    "Journal",
+    "Executor",
     "Keyspace",
     "KeyspaceStatistics",
     "Mailbox",

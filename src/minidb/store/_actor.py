@@ -1,19 +1,23 @@
-"""The data owner: the one task that holds ``StoreState``, fed through the bounded mailbox.
+"""The data owner: the one task that holds the keyspace, fed through the bounded mailbox.
 
 Nothing else touches the data, so there is no lock around it. Per wakeup the owner takes every
 batch waiting (up to ``max_drain`` requests) and commits them as a group:
 
-1. apply every request to the state, noting each changing write in a ``Journal``;
-2. ``append`` the writes' records to the commit log and ``sync`` once (nothing if the group
-   only read);
+1. run every request in order, at one wall-clock time ``now_ms`` for the whole group (from the
+   clock the owner is given): a line-protocol request through ``StoreState.execute``, another
+   protocol's through its batch's ``Executor`` (``_mailbox``); every change is noted in the
+   owner's one ``OpJournal``, in groups of ``Op``s;
+2. ``append`` each journal group as one record (``encode_ops``) to the commit log and ``sync``
+   once (nothing if the group only read);
 3. only then hand each batch its replies and ask each connection to flush, once.
 
 The store is never ahead of the log. We keep an undo list rather than applying writes only
 after the sync: requests later in the same group must see the earlier writes (a pipelined
 ``SET`` then ``GET`` answers the new value), and an undo list gives that with one tuple per
 write, where deferring the writes would need a second lookup layer on every read. If
-``append`` or ``sync`` fails, the group's writes are rolled back newest first, every write of
-the group is answered ``ERR not logged: <reason>``, its reads are answered again from the
+``append`` or ``sync`` fails, the group's writes are rolled back newest first (the journal's
+undo), every write of the group is answered ``ERR not logged: <reason>`` (an executor's
+``refusal``), its reads are answered again from the
 rolled-back state (so no reply ever shows a value that is not durable), and the owner turns
 read-only for good: after a failed fsync the kernel may have dropped the dirty pages, so a later
 successful fsync proves nothing (fsyncgate). Reads keep being served; a restart replays the log.
@@ -59,9 +63,11 @@ from typing import cast
 from minidb import _failpoints
 from minidb.errors import WalError
 from minidb.protocol import UNAVAILABLE, WRITES, Request, Set, error_reply
+from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
-from minidb.store._mailbox import Batch, Mailbox, ReplySink
-from minidb.store._state import Journal, StoreState
+from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
+from minidb.store._state import StoreState
+from minidb.wal import Op, Put, encode_ops, encode_put
 
 logger = logging.getLogger("minidb.store")
 
@@ -70,6 +76,24 @@ DEFAULT_MAX_DRAIN = 4096
 
 BATCH_SIZE_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 """Upper bounds of the batch-size histogram buckets, in requests per group."""
+
+EXECUTOR_VERB = "COMMAND"
+"""The verb label under which refused writes of an ``Executor``'s batches are counted."""
+
+
+def wall_clock_ms() -> int:
+    """The owner's default clock: milliseconds since the Unix epoch."""
+    return time.time_ns() // 1_000_000
+
+
+def encode_group(group: list[Op]) -> bytes:
+    """One journal group as one log record; a lone ``Put`` without expiry (every line SET)
+    packed directly."""
+    if len(group) == 1:
+        op = group[0]
+        if type(op) is Put and op[3] is None:
+            return encode_put(op[0], op[1], op[2])
+    return encode_ops(group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +121,10 @@ class OwnerStatistics:
     checkpoint_failures: int
 
 
+def _verb(request: Request) -> str:
+    return "SET" if isinstance(request, Set) else "DEL"
+
+
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.errno:
         return os.strerror(exc.errno)
@@ -104,7 +132,11 @@ def _reason(exc: BaseException) -> str:
 
 
 class StoreOwner:
-    """Owns a ``StoreState`` and a ``CommitLog``; ``run()`` is the task body."""
+    """Owns a ``StoreState`` (its keyspace) and a ``CommitLog``; ``run()`` is the task body.
+
+    ``clock`` gives the wall-clock milliseconds each group runs at (default
+    ``wall_clock_ms``); tests derive it from the loop's virtual clock.
+    """
 
     def __init__(
         self,
@@ -115,8 +147,10 @@ class StoreOwner:
         max_drain: int = DEFAULT_MAX_DRAIN,
         commit_delay: float = 0.0,
         sync_in_thread: bool = False,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.state = state
+        self.clock = clock
         self.log = log
         self.mailbox = Mailbox(mailbox)
         self.max_drain = max_drain
@@ -128,7 +162,7 @@ class StoreOwner:
         self._checkpoint: asyncio.Future[None] | None = None
         self._pause_last = self._pause_max = 0.0
         self._checkpoint_failures = 0
-        self._journal = Journal()
+        self._journal = OpJournal()
         self._read_only: str | None = None
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
         self._not_logged = self._read_only_refusals = 0
@@ -152,7 +186,8 @@ class StoreOwner:
                     delay = _failpoints.hit("store.apply")
                     if delay:
                         await asyncio.sleep(delay)
-                results = self._apply(batches)
+                now_ms = self.clock()
+                results = self._apply(batches, now_ms)
                 if self.commit_delay and self._journal.records:
                     # Postgres's commit_delay: the sync is about to be paid, so let whatever
                     # arrives meanwhile share it. Reads-only groups never wait.
@@ -161,11 +196,11 @@ class StoreOwner:
                     more = self.mailbox.take(room)
                     if more:
                         batches += more
-                        results += self._apply(more)
+                        results += self._apply(more, now_ms)
                 if self.sync_in_thread and self._journal.records:
-                    results = await self._log_in_thread(loop, batches, results)
+                    results = await self._log_in_thread(loop, batches, results, now_ms)
                 else:
-                    results = self._log(batches, results)
+                    results = self._log(batches, results, now_ms)
                 self._release(batches, results)
                 batches = []
                 job = self._begin_checkpoint()
@@ -202,7 +237,8 @@ class StoreOwner:
     def commit(self, batches: list[Batch]) -> None:
         """Apply, log, sync and answer one group of batches (see the module docstring);
         a checkpoint it triggers runs to completion here, on the caller's thread."""
-        self._release(batches, self._log(batches, self._apply(batches)))
+        now_ms = self.clock()
+        self._release(batches, self._log(batches, self._apply(batches, now_ms), now_ms))
         job = self._begin_checkpoint()
         if job is not None:
             try:
@@ -212,39 +248,56 @@ class StoreOwner:
             else:
                 self._checkpoints += 1
 
-    def _apply(self, batches: list[Batch]) -> list[list[bytes]]:
-        if self._read_only is None:
-            execute, journal = self.state.execute, self._journal
-            return [[execute(r, journal) for r in b.requests] for b in batches]
-        return [[self._execute_read_only(r) for r in b.requests] for b in batches]
+    def _apply(self, batches: list[Batch], now_ms: int) -> list[list[bytes]]:
+        state = self.state
+        if self._read_only is not None:
+            return [self._execute_read_only(b, now_ms) for b in batches]
+        journal = self._journal
+        results = []
+        for b in batches:
+            executor = b.executor
+            if executor is None:
+                execute = state.execute
+                results.append([execute(r, journal, now_ms) for r in b.requests])
+            else:
+                run = executor.execute
+                results.append([run(state, r, journal, now_ms) for r in b.requests])
+        journal.close_group()  # whatever an executor left open is part of this group
+        return results
 
-    def _log(self, batches: list[Batch], results: list[list[bytes]]) -> list[list[bytes]]:
+    def _log(
+        self, batches: list[Batch], results: list[list[bytes]], now_ms: int
+    ) -> list[list[bytes]]:
         """Append the group's records and sync on this thread; the replies to release."""
         journal = self._journal
         if not journal.records:
             return results
         try:
             log = self.log
-            for record in journal.records:
-                log.append(record)
+            for group in journal.records:
+                log.append(encode_group(group))
             log.sync()
-        except (OSError, WalError) as exc:
-            return self._fail_group(batches, _reason(exc))
+        except (OSError, WalError, ValueError) as exc:
+            return self._fail_group(batches, _reason(exc), now_ms)
         self._appends += len(journal.records)
         self._syncs += 1
         journal.clear()
         return results
 
     async def _log_in_thread(
-        self, loop: asyncio.AbstractEventLoop, batches: list[Batch], results: list[list[bytes]]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        batches: list[Batch],
+        results: list[list[bytes]],
+        now_ms: int,
     ) -> list[list[bytes]]:
         """Like ``_log``, but the write and fdatasync run in a worker thread while the loop
         keeps reading connections (the next group gathers in the mailbox, unapplied)."""
         journal = self._journal
         log = cast(SplitSyncLog, self.log)
         try:
-            for record in journal.records:
-                log.append(record)
+            for group in journal.records:
+                log.append(encode_group(group))
             sealed = log.seal()
             if self._sync_executor is None:
                 # One thread: sealed batches must be written one at a time, in order.
@@ -252,8 +305,8 @@ class StoreOwner:
                     1, thread_name_prefix="minidb-wal-sync"
                 )
             await loop.run_in_executor(self._sync_executor, log.write_sealed, sealed)
-        except (OSError, WalError) as exc:
-            return self._fail_group(batches, _reason(exc))
+        except (OSError, WalError, ValueError) as exc:
+            return self._fail_group(batches, _reason(exc), now_ms)
         self._appends += len(journal.records)
         self._syncs += 1
         journal.clear()
@@ -273,32 +326,54 @@ class StoreOwner:
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
 
-    def _execute_read_only(self, request: Request) -> bytes:
-        if isinstance(request, WRITES):
-            self._read_only_refusals += 1
-            self._count_refused(request, "read_only")
-            return error_reply("read-only: " + (self._read_only or ""))
-        return self.state.execute(request, None)
+    def _execute_read_only(self, batch: Batch, now_ms: int) -> list[bytes]:
+        state = self.state
+        executor = batch.executor
+        replies = []
+        for request in batch.requests:
+            if executor is not None:
+                # The executor refuses its writes itself (it sees journal None); counted here.
+                if executor.is_write(request):
+                    self._read_only_refusals += 1
+                    self._count_refused(EXECUTOR_VERB, "read_only")
+                replies.append(executor.execute(state, request, None, now_ms))
+            elif isinstance(request, WRITES):
+                self._read_only_refusals += 1
+                self._count_refused(_verb(request), "read_only")
+                replies.append(error_reply("read-only: " + (self._read_only or "")))
+            else:
+                replies.append(state.execute(request, None, now_ms))
+        return replies
 
-    def _fail_group(self, batches: list[Batch], reason: str) -> list[list[bytes]]:
-        self.state.rollback(self._journal)
+    def _fail_group(self, batches: list[Batch], reason: str, now_ms: int) -> list[list[bytes]]:
+        state = self.state
+        state.rollback(self._journal)
         self._read_only = reason
-        not_logged = error_reply("not logged: " + reason)
+        why = "not logged: " + reason
+        not_logged = error_reply(why)
         results = []
         for batch in batches:
+            executor = batch.executor
             replies = []
             for request in batch.requests:
-                if isinstance(request, WRITES):
+                if executor is not None:
+                    if executor.is_write(request):
+                        self._not_logged += 1
+                        self._count_refused(EXECUTOR_VERB, "not_logged")
+                        replies.append(executor.refusal(request, why))
+                    else:
+                        replies.append(executor.execute(state, request, None, now_ms))
+                elif isinstance(request, WRITES):
                     self._not_logged += 1
-                    self._count_refused(request, "not_logged")
+                    self._count_refused(_verb(request), "not_logged")
                     replies.append(not_logged)
                 else:
-                    replies.append(self.state.execute(request, None))
+                    replies.append(state.execute(request, None, now_ms))
             results.append(replies)
         return results
 
-    def _count_refused(self, request: Request, outcome: str) -> None:
-        key = ("SET" if isinstance(request, Set) else "DEL", outcome)
+    def _count_refused(self, verb: str, outcome: str) -> None:
+        key = (verb, outcome)
         self._refused[key] = self._refused.get(key, 0) + 1
 
     # -- checkpoints ---------------------------------------------------------------------
@@ -365,9 +440,16 @@ class StoreOwner:
         return True
 
     def _refuse(self, batches: list[Batch], reply: bytes) -> None:
+        """Answer every batch not yet answered with ``reply`` (the line protocol's form; an
+        executor's batch gets its own ``refusal`` of the same reason)."""
+        reason = reply.decode().removeprefix("ERR ").rstrip("\n")
         for batch in batches:
             if batch.replies is None:
-                batch.replies = [reply] * len(batch.requests)
+                executor: Executor | None = batch.executor
+                if executor is None:
+                    batch.replies = [reply] * len(batch.requests)
+                else:
+                    batch.replies = [executor.refusal(r, reason) for r in batch.requests]
         sinks: dict[ReplySink, None] = dict.fromkeys(b.sink for b in batches)
         for sink in sinks:
             sink.flush()

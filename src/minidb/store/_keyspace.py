@@ -43,6 +43,10 @@ found it; ``expire_due`` makes its own groups.
 SCAN cursors. A bucket that has been scanned keeps a ``ScanIndex`` (``_scanindex``): a SCAN
 cursor is a position in its hash order that inserts and deletes cannot shift, so every key
 present for the whole scan is returned exactly once. ``RANDOMKEY`` picks a random position.
+The line protocol's SCAN pages in byte order instead (its cursor is the last key returned):
+a bucket it has scanned keeps its keys in a sorted list (``sorted_keys``), maintained on
+insert and delete from then on (a bisect and a memmove). Either index exists only for buckets
+that were scanned that way, so buckets never scanned pay nothing.
 
 WATCH. ``watch(bucket, keys)`` returns a ``Watch`` registered per (bucket, key); every change
 (write, delete, expiry, flush of an existing key) marks the watches of its key dirty. With
@@ -52,6 +56,7 @@ nobody watching, a change pays one test of an empty dict.
 from __future__ import annotations
 
 import random
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -131,6 +136,7 @@ class Keyspace:
         self.max_value_bytes = max_value_bytes
         self._buckets: dict[bytes, dict[bytes, Stored]] = {}
         self._indexes: dict[bytes, ScanIndex] = {}
+        self._sorted: dict[bytes, list[bytes]] = {}
         self._wheel: TimerWheel[_Expiring] = TimerWheel(max(now_ms, 0))
         self._clock_ms = now_ms
         self._watched: dict[tuple[bytes, bytes], set[Watch]] = {}
@@ -162,6 +168,13 @@ class Keyspace:
 
     def exists(self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None) -> bool:
         return self._live(bucket, key, now_ms, journal) is not None
+
+    def expired(self, bucket: bytes, key: bytes, now_ms: int) -> bool:
+        """Whether the key exists but is past its deadline; removes nothing (a read that
+        cannot change the keyspace, for a caller walking one of its indexes)."""
+        found = self._buckets.get(bucket)
+        stored = found.get(key) if found else None
+        return isinstance(stored, _Expiring) and stored._wheel_tick <= now_ms
 
     def size(self, bucket: bytes) -> int:
         """Keys in ``bucket``, counting expired ones not yet removed (as Redis's DBSIZE)."""
@@ -212,6 +225,39 @@ class Keyspace:
                 else:
                     yield Put(name, key, stored.value, stored._wheel_tick)
 
+    def frozen_items(self) -> Iterator[Put]:
+        """``items()`` of the keyspace as it is now, safe to iterate in another thread later.
+
+        Copies each bucket's dict here (values are immutable ``bytes``, shared, not copied),
+        and the value and deadline of each key with an expiry, because ``put`` updates such a
+        record in place: this copy is the whole pause a checkpoint costs the owner; encoding
+        and writing the snapshot then run off the owner while writes go on.
+        """
+        copy = [(name, bucket.copy()) for name, bucket in self._buckets.items()]
+        expiring = [(r.bucket, r.key, r.value, r._wheel_tick) for r in self._wheel]
+
+        def generate() -> Iterator[Put]:
+            for name, bucket in copy:
+                for key, stored in bucket.items():
+                    if isinstance(stored, bytes):
+                        yield Put(name, key, stored)
+            for name, key, value, deadline in expiring:
+                yield Put(name, key, value, deadline)
+
+        return generate()
+
+    def sorted_keys(self, bucket: bytes) -> list[bytes] | None:
+        """The keys of ``bucket`` in byte order (expired ones not yet removed included), or
+        None if it is empty; kept up to date from the first call on (see the docstring).
+        The caller must not change the list."""
+        found = self._buckets.get(bucket)
+        if not found:
+            return None
+        order = self._sorted.get(bucket)
+        if order is None:
+            order = self._sorted[bucket] = sorted(found)
+        return order
+
     def __len__(self) -> int:
         return self._keys
 
@@ -238,6 +284,38 @@ class Keyspace:
                 journal.undo.append(KeyUndo(bucket, key, old.value, old._wheel_tick))
             journal._open.append(Put(bucket, key, value, expire_at_ms))
         self._store(bucket, key, value, expire_at_ms)
+
+    def put_command(
+        self, bucket: bytes, key: bytes, value: bytes, journal: OpJournal | None
+    ) -> None:
+        """``put`` without expiry as a journal group of its own: a command that is one SET.
+
+        The line protocol's SET is the hottest write, so the common case (the bucket exists,
+        the key is missing or holds a plain value, nobody watches) is done here in one call,
+        with the same effects as ``put`` and ``close_group``; anything else goes through them.
+        """
+        found = self._buckets.get(bucket)
+        old = found.get(key) if found is not None else None
+        if found is None or self._watched or not (old is None or type(old) is bytes):
+            self.put(bucket, key, value, None, journal)
+            if journal is not None:
+                journal.close_group()
+            return
+        found[key] = value
+        if old is None:
+            self._keys += 1
+            if self._indexes or self._sorted:
+                index = self._indexes.get(bucket)
+                if index is not None:
+                    index.insert(key)
+                order = self._sorted.get(bucket)
+                if order is not None:
+                    insort(order, key)
+        if journal is not None:
+            if journal._open:
+                journal.close_group()
+            journal.undo.append(KeyUndo(bucket, key, old, None))
+            journal.records.append([Put(bucket, key, value)])
 
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
         """Delete the key if it exists (expired or not); whether it did."""
@@ -281,10 +359,12 @@ class Keyspace:
         if bucket is None:
             self._buckets = {}
             self._indexes = {}
+            self._sorted = {}
             self._wheel.clear()
         else:
             del self._buckets[bucket]
             self._indexes.pop(bucket, None)
+            self._sorted.pop(bucket, None)
             wheel = self._wheel
             for stored in dropped[bucket].values():
                 if isinstance(stored, _Expiring):
@@ -469,6 +549,9 @@ class Keyspace:
             index = self._indexes.get(name)
             if index is not None:
                 index.insert(key)
+            order = self._sorted.get(name)
+            if order is not None:
+                insort(order, key)
         if self._watched:
             self._touch((name, key))
 
@@ -486,9 +569,13 @@ class Keyspace:
         index = self._indexes.get(name)
         if index is not None:
             index.remove(key)
+        order = self._sorted.get(name)
+        if order is not None:
+            del order[bisect_left(order, key)]
         if not bucket:
             del self._buckets[name]
             self._indexes.pop(name, None)
+            self._sorted.pop(name, None)
         if self._watched:
             self._touch((name, key))
 
@@ -496,6 +583,8 @@ class Keyspace:
         for name, bucket in dropped.items():
             assert name not in self._buckets, f"bucket {name!r} reappeared before its undo"
             self._buckets[name] = bucket
+            self._indexes.pop(name, None)
+            self._sorted.pop(name, None)
             self._keys += len(bucket)
             for stored in bucket.values():
                 if isinstance(stored, _Expiring):

@@ -20,16 +20,25 @@ on it. Theory of operation, which is what shares the owner fairly:
   queue order, quiet waiters first, so between calls either nobody waits or there is no room;
 - each sender served takes what it may have in flight (its own bound), and queues again at the
   back for the rest: round robin with a quantum of one connection's in-flight bound.
+
+Protocols. A batch's ``executor`` says how the owner runs its requests: None for the line
+protocol (``StoreState.execute``), or an ``Executor`` that another protocol's connection passes
+along with its requests (whatever objects it parsed them into). The owner knows nothing of
+that protocol; it only needs these three methods to run, log, refuse and roll back its
+requests in order with everyone else's, in the same groups.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from minidb.errors import UnavailableError
-from minidb.protocol import Request
+
+if TYPE_CHECKING:
+    from minidb.store._journal import OpJournal
+    from minidb.store._state import StoreState
 
 QUIET_RESERVE_FRACTION = 8
 """1/8 of the mailbox (512 of the default 4096 requests) is kept for quiet senders."""
@@ -48,16 +57,53 @@ class RoomWaiter(Protocol):
     def room_available(self) -> None: ...
 
 
+class Executor(Protocol):
+    """How the owner runs the requests of another protocol than the line protocol's.
+
+    The owner calls, per request of a batch, in order: ``execute(state, request, journal,
+    now_ms)``, with the owner's journal, or None when the store is read-only (the executor
+    then refuses every write itself with ``refusal(request, "read-only: <reason>")``). If the
+    group's log append or sync fails, the group is rolled back and each request is answered
+    again: ``refusal(request, "not logged: <reason>")`` if ``is_write(request)``, else
+    ``execute(state, request, None, now_ms)`` from the rolled-back state.
+    """
+
+    def execute(
+        self, state: StoreState, request: Any, journal: OpJournal | None, now_ms: int
+    ) -> bytes:
+        """Run ``request`` on ``state.keyspace`` at ``now_ms`` (the group's wall-clock ms),
+        noting its changes in ``journal`` as closed groups; the reply in wire form."""
+        ...
+
+    def is_write(self, request: Any) -> bool:
+        """Whether ``request`` may change the keyspace (so needs the log)."""
+        ...
+
+    def refusal(self, request: Any, reason: str) -> bytes:
+        """The reply, in wire form, refusing ``request`` for ``reason``."""
+        ...
+
+
 class Batch:
-    """Requests one connection sent together (at most its in-flight bound), and (once
-    answered) their replies in order."""
+    """Requests one connection sent together (at most its in-flight bound), the ``Executor``
+    that runs them (None: line-protocol requests), and (once answered) their replies in
+    order."""
 
-    __slots__ = ("deadline", "replies", "requests", "sink")
+    __slots__ = ("deadline", "executor", "replies", "requests", "sink")
 
-    def __init__(self, requests: list[Request], sink: ReplySink, deadline: float) -> None:
+    def __init__(
+        self,
+        requests: list[Any],
+        sink: ReplySink,
+        deadline: float,
+        *,
+        executor: Executor | None = None,
+    ) -> None:
+        # Line-protocol ``Request``s, or whatever ``executor`` understands.
         self.requests = requests
         self.sink = sink
         self.deadline = deadline
+        self.executor = executor
         # None until answered. Whoever answers first wins: the owner, or the connection that
         # gave up waiting (request timeout) or was refused (busy / unavailable).
         self.replies: list[bytes] | None = None
