@@ -27,21 +27,37 @@ _AUTH = b"AUTH "
 class AuthGate:
     """A ``Decoder`` that answers every line itself until one authenticates the connection."""
 
-    __slots__ = ("_buffer", "_inner", "_password", "authenticated")
+    __slots__ = ("_buffer", "_discarding", "_inner", "_password", "authenticated")
 
     def __init__(self, inner: RequestDecoder, password: bytes) -> None:
         self._inner = inner
         self._password = password
         self._buffer = b""
+        self._discarding = False  # dropping the rest of an over-long line, up to its newline
         self.authenticated = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held before authentication."""
+        return len(self._buffer)
 
     def receive(self, data: bytes) -> None:
         if self.authenticated:
             self._inner.receive(data)
             return
-        self._buffer += data
-        if b"\n" not in self._buffer and len(self._buffer) > MAX_LINE_BYTES:
-            self._buffer = b"#\n"  # an over-long unauthenticated line: refused, not kept
+        if self._discarding:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return
+            self._discarding = False
+            data = data[newline + 1 :]
+        buffer = self._buffer + data
+        last = buffer.rfind(b"\n")
+        if len(buffer) - last - 1 > MAX_LINE_BYTES:
+            # An over-long unauthenticated line: refused once, the rest of it never kept.
+            buffer = buffer[: last + 1] + b"#\n"
+            self._discarding = True
+        self._buffer = buffer
 
     def has_request(self) -> bool:
         if self.authenticated:
