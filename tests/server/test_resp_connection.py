@@ -110,3 +110,18 @@ def test_http_request_line_closes_without_reply(resp: ServerProcess) -> None:
     with connect(resp) as sock:
         sock.sendall(b"POST / HTTP/1.1\r\nHost: x\r\n\r\n")
         assert read_to_eof(sock) == b""
+
+
+def test_shared_connection_limit_wakes_every_listener(serve: ServeFactory) -> None:
+    """With both listeners waiting at --max-connections, closing connections lets each accept
+    again (the line listener is not left waiting behind the RESP one)."""
+    server = serve("--resp-port", "0", "--max-connections", "2")
+    first, second = server.client(), server.client()
+    assert first.request("SET 0 a 1") == "OK" and second.request("GET 0 a") == "VALUE 1"
+    with connect(server) as sock:  # accepted while the line listener waits for a slot
+        sock.sendall(commands(("PING",)))
+        assert read_replies(sock, 1) == [SIMPLE_PONG]
+        first.close()
+        second.close()
+    late = server.client()
+    assert late.request("GET 0 a") == "VALUE 1"
