@@ -149,7 +149,7 @@ def test_redis_py_expiry(resp: ServerProcess) -> None:
     r = client(resp)
     r.set("e", "v", px=200)
     assert 0 < r.pttl("e") <= 200
-    r.setex("s", 100, "v")
+    r.execute_command("SETEX", "s", 100, "v")
     assert 99 <= r.ttl("s") <= 100 and r.persist("s") is True and r.ttl("s") == -1
     assert r.expire("s", 50) is True and r.expiretime("s") > time.time()
     assert r.getex("s", persist=True) == b"v" and r.ttl("s") == -1

@@ -184,10 +184,12 @@ class RespConnection(Connection):
         session.created_at = session.last_interaction = self._context.env.unix_time()
         super().connection_made(transport)
 
-    def _send(self, requests: list[Any]) -> None:
-        super()._send(requests)
-        if self.requests_decoder.closing and not self._draining:
-            self.begin_drain()  # QUIT, a protocol error or an HTTP request: nothing follows
+    def _take(self) -> None:
+        super()._take()
+        if self.requests_decoder.closing and not self._draining and not self._closed:
+            # QUIT, a protocol error or an HTTP request line: nothing after it is read, and
+            # the connection closes once what it owes is written (at once if nothing).
+            self.begin_drain()
 
     def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
         return Batch(requests, self, deadline, executor=self._executor)
