@@ -512,3 +512,44 @@ def test_durability_enospc_creating_a_fresh_data_dir_names_the_file(tmp_path: Pa
     )
     assert out.returncode == 1 and "listening" not in out.stdout
     assert str(data / "MANIFEST") in out.stderr and "No space left" in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("policy", ["everysec", "no"])
+def test_durability_written_not_synced_writes_survive_kill_9(
+    serve: ServeFactory, tmp_path: Path, policy: str
+) -> None:
+    """With --fsync everysec or no, an acknowledged write is in the page cache: kill -9 loses
+    nothing, and (with no) the server made no fdatasync for it."""
+    data = tmp_path / f"data-{policy}"
+    server = serve("--fsync", policy, "--metrics-port", "0", data_dir=data)
+    conn = server.client()
+    for i in range(20):
+        assert conn.request(f"SET users k{i} v{i}") == "OK"
+    if policy == "no":
+        assert syncs(server) == (20, 0)
+    server.kill()
+    conn = serve(data_dir=data).client()
+    assert [conn.request(f"GET users k{i}") for i in range(20)] == [
+        f"VALUE v{i}" for i in range(20)
+    ]
+
+
+def test_durability_expiry_is_replayed_after_kill_9(serve: ServeFactory, tmp_path: Path) -> None:
+    """EXPIRE, TTL and PERSIST over the wire, and a kill -9 keeps each key's expiry."""
+    data = tmp_path / "data-expiry"
+    server = serve(data_dir=data)
+    conn = server.client()
+    assert conn.request("SET users timed v") == "OK"
+    assert conn.request("SET users kept v") == "OK"
+    assert conn.request("EXPIRE users timed 1000") == "OK"
+    assert conn.request("EXPIRE users kept 1000") == "OK"
+    assert conn.request("PERSIST users kept") == "OK"
+    assert conn.request("EXPIRE users missing 5") == "NIL"
+    assert conn.request("TTL users timed") == "VALUE 1000"
+    assert conn.request("EXPIRE users timed 99999999999") == "ERR invalid seconds 99999999999"
+    server.kill()
+    conn = serve(data_dir=data).client()
+    ttl = conn.request("TTL users timed")
+    assert ttl in ("VALUE 1000", "VALUE 999"), ttl
+    assert conn.request("TTL users kept") == "VALUE -1"
+    assert conn.request("TTL users missing") == "NIL"

@@ -7,16 +7,19 @@ import errno
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 
 from minidb import _failpoints
 from minidb.errors import WalError
-from minidb.wal import DurableLog, Put, decode_ops, open_log
+from minidb.wal import DurableLog, Put, decode_ops, encode_ops, open_log
 from minidb.wal import _durable as durable_module
 from minidb.wal._format import RECORD_HEADER_SIZE
+from minidb.wal.testing import CrashFS, using
 
 from .conftest import RECORDS, rec, replay_all, segments, write_log
 
@@ -394,3 +397,83 @@ def test_durable_log_keeps_every_acknowledged_record_across_kill_9(
     log.close()
     assert len(got) >= acked
     assert got == [rec(f"SET b k{i} v{i}".encode()) for i in range(len(got))]
+
+
+def test_durable_log_write_pending_writes_without_a_sync(data_dir: pathlib.Path) -> None:
+    """write_pending puts the records in the file but counts no sync; datasync then syncs
+    once, and again only after more was written."""
+    log, _ = replay_all(data_dir)
+    size = os.path.getsize(segments(data_dir)[-1])
+    log.append(rec(b"SET b k 1"))
+    log.write_pending()
+    assert os.path.getsize(segments(data_dir)[-1]) > size
+    assert log.statistics().syncs == 0
+    assert log.datasync() is True
+    assert log.datasync() is False
+    log.append(rec(b"SET b k 2"))
+    log.write_pending()
+    assert log.datasync() is True
+    stats = log.statistics()
+    log.close()
+    assert (stats.appends, stats.syncs) == (2, 2)
+    assert replay_all(data_dir)[1] == [rec(b"SET b k 1"), rec(b"SET b k 2")]
+
+
+def test_durable_log_written_records_survive_a_process_kill(data_dir: pathlib.Path) -> None:
+    """Records written with write_pending and never synced survive kill -9 (page cache)."""
+    script = (
+        "import os, signal, sys\n"
+        "from minidb.wal import open_log, encode_ops, Put\n"
+        "log, replay = open_log(sys.argv[1])\n"
+        "list(replay)\n"
+        "log.append(encode_ops([Put(b'b', b'k', b'written')]))\n"
+        "log.write_pending()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["src", os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(data_dir)], env=env, timeout=60, check=False
+    )
+    assert proc.returncode == -signal.SIGKILL
+    assert replay_all(data_dir)[1] == [encode_ops([Put(b"b", b"k", b"written")])]
+
+
+def test_durable_log_datasync_makes_written_records_survive_power_loss(
+    data_dir: pathlib.Path,
+) -> None:
+    """After datasync, every record write_pending wrote survives a power loss."""
+    replay_all(data_dir)[0].close()
+    fs = CrashFS(data_dir, seed=7)
+    with using(fs):
+        log, _ = replay_all(data_dir)
+        for i in range(3):
+            log.append(rec(f"SET b k{i} v".encode()))
+            log.write_pending()
+        log.datasync()
+        fs.power_loss()
+    assert replay_all(data_dir)[1] == [rec(f"SET b k{i} v".encode()) for i in range(3)]
+
+
+def test_durable_log_failed_datasync_is_fail_stop(
+    data_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A datasync that fails fails the log: later appends are refused."""
+    log, _ = replay_all(data_dir)
+    log.append(rec(b"SET b k 1"))
+    log.write_pending()
+    _failpoints_set(monkeypatch, "wal.sync=error(EIO)")
+    with pytest.raises(OSError):
+        log.datasync()
+    assert log.failure is not None
+    with pytest.raises(WalError):
+        log.append(rec(b"SET b k 2"))
+    log.close()
+
+
+def test_durable_log_close_syncs_written_records(data_dir: pathlib.Path) -> None:
+    """A clean close fdatasyncs what write_pending wrote (fsync=no is synced at shutdown)."""
+    log, _ = replay_all(data_dir)
+    log.append(rec(b"SET b k 1"))
+    log.write_pending()
+    log.close()
+    assert log.statistics().syncs == 1

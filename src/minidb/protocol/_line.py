@@ -25,21 +25,25 @@ import re
 
 from minidb.protocol._messages import (
     MAX_ECHO_CHARS,
+    MAX_EXPIRE_SECONDS,
     MAX_LINE_BYTES,
     MAX_NAME_CHARS,
     MAX_SCAN_COUNT,
     MAX_VALUE_BYTES,
     Delete,
     Error,
+    Expire,
     Get,
     Invalid,
     Keys,
     Nil,
     Ok,
+    Persist,
     Reply,
     Request,
     Scan,
     Set,
+    Ttl,
     Value,
 )
 
@@ -113,6 +117,23 @@ def error_reply(reason: str) -> bytes:
 
 _COUNT_DIGITS = len(str(MAX_SCAN_COUNT))
 """Significant digits a valid ``SCAN`` count can have; longer is refused before ``int()``."""
+_SECONDS_DIGITS = len(str(MAX_EXPIRE_SECONDS))
+"""Significant digits a valid ``EXPIRE`` time can have; longer is refused before ``int()``."""
+
+_KEYED: dict[bytes, type[Get] | type[Delete] | type[Ttl] | type[Persist]] = {
+    b"GET": Get, b"DEL": Delete, b"TTL": Ttl, b"PERSIST": Persist,
+}
+"""Verbs whose arguments are exactly a bucket and a key."""
+
+
+def _bounded_int(token: bytes, digits: int, largest: int) -> int | None:
+    """``token`` as an integer in 0..``largest``, or None; never converts more than
+    ``digits`` significant digits (leading zeros are harmless)."""
+    significant = token.lstrip(b"0")
+    if not token.isdigit() or len(significant) > digits:
+        return None
+    value = int(significant or b"0")
+    return value if value <= largest else None
 
 
 def _echo(token: bytes) -> str:
@@ -166,7 +187,8 @@ def _parse_request_fully(line: bytes) -> Request:
             return BAD_UTF8
     head, _, rest = line.partition(b" ")
     verb = head.upper()
-    if verb == b"GET" or verb == b"DEL":
+    keyed = _KEYED.get(verb)
+    if keyed is not None:
         args = rest.split()
         if len(args) != 2:
             return MISSING if len(args) < 2 else TOO_MANY
@@ -175,7 +197,20 @@ def _parse_request_fully(line: bytes) -> Request:
             return _bad_name(bucket)
         if _NAME.fullmatch(key) is None:
             return _bad_name(key)
-        return Get(bucket, key) if verb == b"GET" else Delete(bucket, key)
+        return keyed(bucket, key)
+    if verb == b"EXPIRE":
+        args = rest.split()
+        if len(args) != 3:
+            return MISSING if len(args) < 3 else TOO_MANY
+        bucket, key, seconds = args
+        if _NAME.fullmatch(bucket) is None:
+            return _bad_name(bucket)
+        if _NAME.fullmatch(key) is None:
+            return _bad_name(key)
+        ttl = _bounded_int(seconds, _SECONDS_DIGITS, MAX_EXPIRE_SECONDS)
+        if ttl is None:
+            return Invalid("invalid seconds " + _echo(seconds))
+        return Expire(bucket, key, ttl)
     if verb == b"SET":
         # The value is the rest of the line after the single space that follows the key,
         # byte for byte, so only the first two separators are significant.
@@ -201,12 +236,8 @@ def _parse_request_fully(line: bytes) -> Request:
             return Invalid("invalid cursor " + _echo(cursor))
         # Bounded before int(): leading zeros are harmless, any other long run of digits is
         # over the limit anyway and would make int() raise past 4300 digits.
-        digits = count.lstrip(b"0")
-        if (
-            not count.isdigit()
-            or len(digits) > _COUNT_DIGITS
-            or not 1 <= (limit := int(digits or b"0")) <= MAX_SCAN_COUNT
-        ):
+        limit = _bounded_int(count, _COUNT_DIGITS, MAX_SCAN_COUNT)
+        if not limit:
             return Invalid("invalid count " + _echo(count))
         return Scan(bucket, cursor, limit)
     if not line.strip():
@@ -224,6 +255,12 @@ def encode_request(request: Request) -> bytes:
         return b"DEL " + request.bucket + b" " + request.key
     if type(request) is Scan:
         return b"SCAN %b %b %d" % (request.bucket, request.cursor, request.limit)
+    if type(request) is Expire:
+        return b"EXPIRE %b %b %d" % (request.bucket, request.key, request.seconds)
+    if type(request) is Ttl:
+        return b"TTL " + request.bucket + b" " + request.key
+    if type(request) is Persist:
+        return b"PERSIST " + request.bucket + b" " + request.key
     raise ValueError(f"cannot encode {request!r}")
 
 

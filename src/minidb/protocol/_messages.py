@@ -24,6 +24,8 @@ MAX_NAME_CHARS = 64
 """Bucket and key names are 1 to this many characters from ``[A-Za-z0-9_.:/-]``."""
 MAX_SCAN_COUNT = 1000
 """The largest ``count`` a ``SCAN`` accepts, so one reply line stays bounded (~65 KiB)."""
+MAX_EXPIRE_SECONDS = 1_000_000_000
+"""The longest time to live an ``EXPIRE`` accepts, in seconds (~31.7 years)."""
 
 MAX_ECHO_CHARS = 128
 """A client's token quoted in an ``ERR`` reply (``invalid count <n>``...) is cut to this many
@@ -68,14 +70,36 @@ class Scan(NamedTuple):
     limit: int
 
 
+class Expire(NamedTuple):
+    """``EXPIRE <bucket> <key> <seconds>``: the key expires ``seconds`` from now (0: now)."""
+
+    bucket: bytes
+    key: bytes
+    seconds: int
+
+
+class Ttl(NamedTuple):
+    """``TTL <bucket> <key>``."""
+
+    bucket: bytes
+    key: bytes
+
+
+class Persist(NamedTuple):
+    """``PERSIST <bucket> <key>``: the key no longer expires."""
+
+    bucket: bytes
+    key: bytes
+
+
 class Invalid(NamedTuple):
     """A line that did not parse; ``reason`` goes on the wire after ``ERR``."""
 
     reason: str
 
 
-Request = Get | Set | Delete | Scan | Invalid
-WRITES = (Set, Delete)
+Request = Get | Set | Delete | Scan | Expire | Ttl | Persist | Invalid
+WRITES = (Set, Delete, Expire, Persist)
 """Request types that change the store (and therefore need a log record)."""
 
 

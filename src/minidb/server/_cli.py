@@ -80,6 +80,15 @@ def register(subparsers: Any) -> None:
         metavar="MICROSECONDS",
         help="let a writing batch wait this long for more requests before its sync",
     )
+    parser.add_argument(
+        "--fsync", choices=defaults.FSYNC_POLICIES, default="always",
+        help="when acknowledged writes are fdatasynced: always (default), everysec, no",
+    )
+    parser.add_argument(
+        "--max-value-bytes", type=int, default=defaults.DEFAULT_MAX_VALUE_BYTES,
+        metavar="BYTES",
+        help="the longest value a Redis-protocol command may store (default 16 MiB)",
+    )
     # Where the fdatasync runs: for benchmarks, not for operators (see store._actor).
     parser.add_argument(
         "--sync-in", choices=defaults.SYNC_PLACES, default="loop", help=argparse.SUPPRESS
@@ -118,6 +127,8 @@ def _serve(args: argparse.Namespace) -> int:
             sync_in=args.sync_in,
             resp_port=args.resp_port,
             password=_password(args.requirepass),
+            fsync=args.fsync,
+            max_value_bytes=args.max_value_bytes,
         )
     except ConfigError as exc:
         sys.stderr.write(f"minidb serve: error: {exc}\n")

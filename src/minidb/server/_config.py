@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from minidb import store as _store
 from minidb.errors import ConfigError
 
 DEFAULT_HOST = "127.0.0.1"
@@ -44,6 +45,10 @@ MAX_COMMIT_DELAY_US = 100_000
 latency, since a group never holds more than the mailbox anyway."""
 SYNC_PLACES = ("loop", "thread")
 """Where the owner's fdatasync may run (``--sync-in``, for benchmarks): see ``store._actor``."""
+FSYNC_POLICIES = _store.FSYNC_POLICIES
+"""``--fsync`` choices, Redis's ``appendfsync``: see README, Durability."""
+DEFAULT_MAX_VALUE_BYTES = _store.DEFAULT_MAX_VALUE_BYTES
+"""``--max-value-bytes``: the longest value a Redis-protocol command may store (16 MiB)."""
 LISTEN_BACKLOG = 1024
 """Connections the kernel queues while we are not accepting (clamped by net.core.somaxconn)."""
 
@@ -72,6 +77,12 @@ class ServerConfig:
     password: bytes | None = field(default=None, repr=False)
     """``--requirepass`` / ``MINIDB_PASSWORD``: both protocols authenticate first (RESP with
     AUTH or HELLO AUTH, the line protocol with ``AUTH <password>``); None: no password."""
+    fsync: str = "always"
+    """When acknowledged writes are fdatasynced: ``always``, ``everysec`` or ``no`` (see
+    README, Durability)."""
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    """The longest value a Redis-protocol command may store, in bytes (the line protocol keeps
+    its own 4096)."""
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port", "resp_port"):
@@ -97,3 +108,7 @@ class ServerConfig:
             raise ConfigError("--requirepass must not be empty")
         if self.sync_in not in SYNC_PLACES:
             raise ConfigError(f"--sync-in must be one of {', '.join(SYNC_PLACES)}")
+        if self.fsync not in FSYNC_POLICIES:
+            raise ConfigError(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
+        if self.max_value_bytes < 1:
+            raise ConfigError("--max-value-bytes must be at least 1")

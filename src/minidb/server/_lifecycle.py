@@ -72,7 +72,7 @@ def open_store(config: ServerConfig, now_ms: int | None = None) -> tuple[StoreSt
         raise WalError(f"cannot open the data dir: {exc}", path=str(config.data_dir)) from exc
     if now_ms is None:
         now_ms = wall_clock_ms()
-    keyspace = Keyspace(now_ms=now_ms)
+    keyspace = Keyspace(now_ms=now_ms, max_value_bytes=config.max_value_bytes)
     try:
         # Each record's operations, decoded by the log (which knows each file's format), are
         # applied whole: a record that does not decode was refused there, with file and offset.
@@ -167,6 +167,7 @@ class Server:
             state, log, mailbox=config.mailbox,
             commit_delay=config.commit_delay_us / 1e6,
             sync_in_thread=config.sync_in == "thread",
+            fsync=config.fsync,
         )
         self._hub = hub = Hub(config, self._owner)
         self._shutdown = loop.create_future()

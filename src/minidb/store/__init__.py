@@ -6,7 +6,7 @@ its ``Executor``); the owner applies each group, writes it to its ``CommitLog`` 
 before any reply of the group is released.
 """
 
-from minidb.store._actor import BATCH_SIZE_BOUNDS, OwnerStatistics, StoreOwner
+from minidb.store._actor import BATCH_SIZE_BOUNDS, FSYNC_POLICIES, OwnerStatistics, StoreOwner
 from minidb.store._args import Command, Session
 from minidb.store._commands import COMMANDS, execute, execute_transaction, lookup_command, validate
 from minidb.store._journal import OpJournal
@@ -26,6 +26,7 @@ __all__ = [
     "BATCH_SIZE_BOUNDS",
     "COMMANDS",
     "DEFAULT_MAX_VALUE_BYTES",
+    "FSYNC_POLICIES",
     "MAX_KEY_BYTES",
     "Batch",
     "Command",

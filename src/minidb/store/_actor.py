@@ -34,6 +34,13 @@ connection at depth 16: 53k vs 40k, the thread hand-off is pure cost there); onl
 contended (fdatasync 2-4 ms) did the thread win, by 1.1-1.7x. Not a clear win, so the simpler
 loop sync is the default.
 
+``fsync`` (Redis's ``appendfsync``): ``always`` (the default) is all of the above: a reply is
+released only once its records are fdatasynced. ``everysec``: step 2 only writes the records
+(``write_pending``: in the page cache, safe from a process kill) before the replies go out, and
+a background task has the log ``datasync()`` in a worker thread once a second, off the owner's
+path; a failed datasync turns the store read-only exactly as a failed sync does. ``no``: only
+written; the kernel writes back when it likes (checkpoints and a clean shutdown still sync).
+
 ``commit_delay`` (Postgres's ``commit_delay``): a group that wrote waits that long (loop
 clock) before its sync and takes in whatever arrived meanwhile, so more writes share one sync.
 
@@ -44,6 +51,13 @@ and writing the snapshot run in a worker thread from the copy.
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
 
+Expiry: the owner keeps one loop timer at the keyspace's ``next_expiry_ms()`` (a wall-clock ms
+mapped onto ``loop.time()`` through its own clock), re-armed after every group that wrote
+(moved in place with ``loop.reschedule`` where the loop has it). When it fires it wakes the
+owner, which runs ``expire_due`` as a group of its own: the removals are logged and synced like
+any write (one or more records), so a replay agrees. Keys are never scanned for expiry; a read
+before the timer fires already treats a key past its deadline as gone (the keyspace checks).
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -52,6 +66,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import time
@@ -62,7 +77,16 @@ from typing import cast
 
 from minidb import _failpoints
 from minidb.errors import WalError
-from minidb.protocol import UNAVAILABLE, WRITES, Request, Set, error_reply
+from minidb.protocol import (
+    UNAVAILABLE,
+    WRITES,
+    Delete,
+    Expire,
+    Persist,
+    Request,
+    Set,
+    error_reply,
+)
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
@@ -76,6 +100,11 @@ DEFAULT_MAX_DRAIN = 4096
 
 BATCH_SIZE_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 """Upper bounds of the batch-size histogram buckets, in requests per group."""
+
+FSYNC_POLICIES = ("always", "everysec", "no")
+"""When acknowledged writes are fdatasynced (see the module docstring)."""
+EVERYSEC_INTERVAL_S = 1.0
+"""Seconds between background fdatasyncs with ``fsync="everysec"`` (Redis: one second)."""
 
 EXECUTOR_VERB = "COMMAND"
 """The verb label under which refused writes of an ``Executor``'s batches are counted."""
@@ -119,10 +148,18 @@ class OwnerStatistics:
     """How long the last checkpoint blocked the owner (sync, new segment, copy of the map)."""
     checkpoint_pause_max_s: float
     checkpoint_failures: int
+    expiry_groups: int
+    """Groups the expiry timer ran."""
+    expired_by_timer: int
+    """Keys those groups removed."""
 
 
 def _verb(request: Request) -> str:
-    return "SET" if isinstance(request, Set) else "DEL"
+    return _VERBS.get(type(request), "OTHER")
+
+
+_VERBS: dict[type, str] = {Set: "SET", Delete: "DEL", Expire: "EXPIRE", Persist: "PERSIST"}
+"""The verb label of each line-protocol write, for the refusal counts."""
 
 
 def _reason(exc: BaseException) -> str:
@@ -148,9 +185,14 @@ class StoreOwner:
         commit_delay: float = 0.0,
         sync_in_thread: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
+        fsync: str = "always",
     ) -> None:
+        if fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
         self.state = state
         self.clock = clock
+        self.fsync = fsync
+        self._background_sync: asyncio.Task[None] | None = None
         self.log = log
         self.mailbox = Mailbox(mailbox)
         self.max_drain = max_drain
@@ -169,6 +211,10 @@ class StoreOwner:
         self._refused: dict[tuple[str, str], int] = {}
         self._sizes = [0] * (len(BATCH_SIZE_BOUNDS) + 1)
         self._size_sum = 0
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at: int | None = None
+        self._expiry_pending = False
+        self._expiry_groups = self._expired = 0
 
     # -- the task ------------------------------------------------------------------------
 
@@ -177,10 +223,20 @@ class StoreOwner:
         loop = asyncio.get_running_loop()
         batches: list[Batch] = []
         try:
+            self._arm_expiry(loop)
+            if self.fsync == "everysec":
+                self._background_sync = loop.create_task(
+                    self._sync_every_second(loop), name="minidb-wal-everysec"
+                )
             while True:
                 batches = await self.mailbox.get(self.max_drain)
+                if self._expiry_pending:
+                    self._expiry_pending = False
+                    self._expire_due(loop)
                 if not batches:
-                    break
+                    if self.mailbox.closed and not self.mailbox:
+                        break
+                    continue
                 if _failpoints.ACTIVE:
                     _failpoints.hit("store.owner")
                     delay = _failpoints.hit("store.apply")
@@ -197,12 +253,15 @@ class StoreOwner:
                     if more:
                         batches += more
                         results += self._apply(more, now_ms)
-                if self.sync_in_thread and self._journal.records:
+                wrote = bool(self._journal.records)
+                if self.sync_in_thread and wrote and self.fsync == "always":
                     results = await self._log_in_thread(loop, batches, results, now_ms)
                 else:
                     results = self._log(batches, results, now_ms)
                 self._release(batches, results)
                 batches = []
+                if wrote:
+                    self._arm_expiry(loop)
                 job = self._begin_checkpoint()
                 if job is not None:
                     self._checkpoint = loop.run_in_executor(None, job)
@@ -225,12 +284,82 @@ class StoreOwner:
             self._refuse(batches + self.mailbox.take_all(), UNAVAILABLE)
             raise
         finally:
+            if self._background_sync is not None:
+                self._background_sync.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._background_sync
+                self._background_sync = None
+            if self._expiry_timer is not None:
+                self._expiry_timer.cancel()
+                self._expiry_timer = None
             if self._sync_executor is not None:
                 self._sync_executor.shutdown(wait=False)
 
     def close(self) -> None:
         """Stop taking new batches; ``run()`` returns once the queued ones are committed."""
         self.mailbox.close()
+
+    # -- fsync everysec ------------------------------------------------------------------
+
+    async def _sync_every_second(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the log fdatasync what was written, once a second, in one worker thread (one
+        sync at a time); a failure is fail-stop: the store turns read-only."""
+        executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minidb-wal-sync")
+        try:
+            while self._read_only is None:
+                await asyncio.sleep(EVERYSEC_INTERVAL_S)
+                try:
+                    if await loop.run_in_executor(executor, self.log.datasync):
+                        self._syncs += 1
+                except (OSError, WalError) as exc:
+                    self._read_only = _reason(exc)
+                    logger.error("wal_datasync_failed reason=%r", self._read_only)
+        finally:
+            executor.shutdown(wait=True)
+
+    # -- expiry --------------------------------------------------------------------------
+
+    def _arm_expiry(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Put the expiry timer at the keyspace's next deadline (or take it away)."""
+        at = self.state.keyspace.next_expiry_ms()
+        timer = self._expiry_timer
+        if at is None:
+            if timer is not None:
+                timer.cancel()
+                self._expiry_timer = self._expiry_at = None
+            return
+        if at == self._expiry_at and timer is not None:
+            return
+        when = loop.time() + max(0, at - self.clock()) / 1000
+        self._expiry_at = at
+        reschedule = getattr(loop, "reschedule", None)
+        if timer is not None and reschedule is not None and reschedule(timer, when):
+            return
+        if timer is not None:
+            timer.cancel()
+        self._expiry_timer = loop.call_at(when, self._expiry_fired)
+
+    def _expiry_fired(self) -> None:
+        self._expiry_timer = self._expiry_at = None
+        self._expiry_pending = True
+        self.mailbox.wake()
+
+    def _expire_due(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The expiry timer's group: remove what is due, log and sync it, re-arm."""
+        self.expire_now(self.clock())
+        self._arm_expiry(loop)
+
+    def expire_now(self, now_ms: int) -> int:
+        """Remove the keys due by ``now_ms`` as a group of their own, logged and synced like
+        writes (read-only: removed without a record; the log already implies them); how many.
+        """
+        journal = self._journal if self._read_only is None else None
+        expired = self.state.keyspace.expire_due(now_ms, journal)
+        if expired:
+            self._expiry_groups += 1
+            self._expired += len(expired)
+            self._log([], [], now_ms)
+        return len(expired)
 
     # -- one group -----------------------------------------------------------------------
 
@@ -273,14 +402,22 @@ class StoreOwner:
         if not journal.records:
             return results
         try:
-            log = self.log
+            append = self.log.append
             for group in journal.records:
-                log.append(encode_group(group))
-            log.sync()
+                # encode_group inlined for its common case (a lone SET): once per write.
+                if len(group) == 1 and type(op := group[0]) is Put and op[3] is None:
+                    append(encode_put(op[0], op[1], op[2]))
+                else:
+                    append(encode_ops(group))
+            if self.fsync == "always":
+                self.log.sync()
+            else:
+                self.log.write_pending()
         except (OSError, WalError, ValueError) as exc:
             return self._fail_group(batches, _reason(exc), now_ms)
         self._appends += len(journal.records)
-        self._syncs += 1
+        if self.fsync == "always":
+            self._syncs += 1
         journal.clear()
         return results
 
@@ -479,4 +616,6 @@ class StoreOwner:
             checkpoint_pause_last_s=self._pause_last,
             checkpoint_pause_max_s=self._pause_max,
             checkpoint_failures=self._checkpoint_failures,
+            expiry_groups=self._expiry_groups,
+            expired_by_timer=self._expired,
         )

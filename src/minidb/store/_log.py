@@ -23,6 +23,14 @@ class CommitLog(Protocol):
     def sync(self) -> None:
         """Make everything appended so far durable; raise ``OSError`` if that failed."""
 
+    def write_pending(self) -> None:
+        """Write everything appended so far without making it durable yet (it survives a
+        process kill, not a power loss); raise ``OSError`` if that failed."""
+
+    def datasync(self) -> bool:
+        """Make what ``write_pending`` wrote durable (any thread, one call at a time); False
+        if nothing was waiting; raise ``OSError`` if that failed (the log has failed)."""
+
     def wants_checkpoint(self) -> bool:
         """Whether enough log has grown since the last checkpoint to write a new one."""
 
@@ -60,6 +68,12 @@ class NullLog:
     def sync(self) -> None:
         pass
 
+    def write_pending(self) -> None:
+        pass
+
+    def datasync(self) -> bool:
+        return False
+
     def wants_checkpoint(self) -> bool:
         return False
 
@@ -78,12 +92,15 @@ class NullLog:
 
 @dataclass
 class MemoryLog:
-    """An in-memory log for tests: ``synced`` holds what a crash would keep.
+    """An in-memory log for tests: ``synced`` holds what a power loss would keep, ``written``
+    what a process kill would.
 
-    ``fail_append`` / ``fail_sync`` make the next call raise ``OSError`` with that errno.
+    ``fail_append`` / ``fail_sync`` make the next call raise ``OSError`` with that errno
+    (``fail_sync`` also the next ``datasync``).
     """
 
     appended: list[bytes] = field(default_factory=list)
+    written: list[bytes] = field(default_factory=list)
     synced: list[bytes] = field(default_factory=list)
     syncs: int = 0
     checkpoints: int = 0
@@ -103,7 +120,21 @@ class MemoryLog:
             code, self.fail_sync = self.fail_sync, 0
             raise OSError(code, os.strerror(code))
         self.syncs += 1
+        self.written = list(self.appended)
         self.synced = list(self.appended)
+
+    def write_pending(self) -> None:
+        self.written = list(self.appended)
+
+    def datasync(self) -> bool:
+        if self.synced == self.written:
+            return False
+        if self.fail_sync:
+            code, self.fail_sync = self.fail_sync, 0
+            raise OSError(code, os.strerror(code))
+        self.syncs += 1
+        self.synced = list(self.written)
+        return True
 
     def wants_checkpoint(self) -> bool:
         return bool(self.checkpoint_every) and len(self.appended) >= self.checkpoint_every
@@ -119,6 +150,7 @@ class MemoryLog:
         self.checkpoints += 1
         snapshot = list(records)
         self.appended = snapshot + self.appended[base:]
+        self.written = snapshot + self.written[base:]
         self.synced = snapshot + self.synced[base:]
 
     def close(self) -> None:

@@ -121,6 +121,7 @@ class Mailbox:
         self._batches: deque[Batch] = deque()
         self._queued = 0
         self._waiter: asyncio.Future[None] | None = None
+        self._woken = False
         self._closed = False
         # The room queue (see the module docstring): dicts as ordered sets, so a closing
         # connection leaves in O(1).
@@ -201,11 +202,20 @@ class Mailbox:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def wake(self) -> None:
+        """Make the owner's pending (or next) ``get`` return even with nothing queued: it has
+        work of its own (an expiry timer fired)."""
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     async def get(self, limit: int) -> list[Batch]:
         """Wait for work; return every batch waiting, up to ``limit`` requests (at least one
-        batch). Returns ``[]`` once the mailbox is closed and empty."""
+        batch). Returns ``[]`` once the mailbox is closed and empty, or after ``wake()``."""
         while not self._batches:
-            if self._closed:
+            if self._closed or self._woken:
+                self._woken = False
                 return []
             self._waiter = asyncio.get_running_loop().create_future()
             try:

@@ -37,13 +37,17 @@ from minidb.protocol import (
     OK,
     SCAN_START,
     Delete,
+    Expire,
     Get,
     Invalid,
+    Persist,
     Request,
     Scan,
     Set,
+    Ttl,
     error_reply,
     keys_reply,
+    value_reply,
 )
 from minidb.protocol._line import LF, NOT_REPRESENTABLE, can_carry, is_name
 from minidb.store._journal import OpJournal
@@ -74,6 +78,8 @@ class StoreStatistics:
     invalid: int
     not_representable: int
     """GETs answered ``ERR not representable in the line protocol``."""
+    expiry_requests: int
+    """EXPIRE, TTL and PERSIST requests."""
 
 
 class StoreState:
@@ -83,6 +89,7 @@ class StoreState:
         self.keyspace = keyspace if keyspace is not None else Keyspace()
         self._gets = self._get_hits = self._sets = 0
         self._dels = self._del_hits = self._scans = self._invalid = self._unrepresentable = 0
+        self._expiry_requests = 0
 
     # -- applying requests -------------------------------------------------------------------
 
@@ -122,9 +129,9 @@ class StoreState:
             self._get_hits += 1
             return b"VALUE " + value + b"\n"
         if kind is Set:
-            request = cast(Set, request)
             self._sets += 1
-            ks.put_command(request.bucket, request.key, request.value, journal)
+            # No ``cast`` here: it is a function call, once per write.
+            ks.put_command(request.bucket, request.key, request.value, journal)  # type: ignore[union-attr]
             return OK
         if kind is Delete:
             request = cast(Delete, request)
@@ -142,6 +149,8 @@ class StoreState:
             request = cast(Scan, request)
             self._scans += 1
             return self._scan(request, journal, now_ms)
+        if kind is Expire or kind is Persist or kind is Ttl:
+            return self._expiry(request, journal, now_ms)  # type: ignore[arg-type]
         request = cast(Invalid, request)
         self._invalid += 1
         return error_reply(request.reason)
@@ -178,9 +187,45 @@ class StoreState:
             scans=self._scans,
             invalid=self._invalid,
             not_representable=self._unrepresentable,
+            expiry_requests=self._expiry_requests,
         )
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _expiry(
+        self, request: Expire | Ttl | Persist, journal: OpJournal | None, now_ms: int
+    ) -> bytes:
+        """EXPIRE (``OK``, ``NIL`` if missing), TTL (``VALUE <seconds>`` rounded to the
+        nearest second as Redis does, ``VALUE -1`` without expiry, ``NIL`` if missing) and
+        PERSIST (``OK`` if an expiry was removed, ``NIL`` if missing or none)."""
+        self._expiry_requests += 1
+        ks = self.keyspace
+        ks.sync_clock(now_ms)
+        found = ks.lookup(request.bucket, request.key, now_ms, journal)
+        if type(request) is Ttl:
+            reply = NIL
+            if found is not None:
+                deadline = found[1]
+                reply = b"VALUE -1\n" if deadline is None else (
+                    value_reply(b"%d" % ((deadline - now_ms + 500) // 1000))
+                )
+        elif found is None:
+            reply = NIL
+        elif type(request) is Expire:
+            reply = OK
+            if request.seconds == 0:
+                ks.remove(request.bucket, request.key, journal)  # due now: gone, as in Redis
+            else:
+                deadline = now_ms + request.seconds * 1000
+                ks.set_expiry(request.bucket, request.key, deadline, journal)
+        elif found[1] is None:
+            reply = NIL
+        else:
+            ks.set_expiry(request.bucket, request.key, None, journal)
+            reply = OK
+        if journal is not None:
+            journal.close_group()
+        return reply
 
     def _scan(self, request: Scan, journal: OpJournal | None, now_ms: int) -> bytes:
         ks = self.keyspace

@@ -14,6 +14,12 @@ one at a time and in order. ``sync()`` is simply both halves on the calling thre
 are framed and buffered here, not in the segment writer, so a segment can be rolled by the
 worker without losing what the owner appends meanwhile.
 
+Write now, sync later (``--fsync everysec`` / ``no``, Redis's ``appendfsync``): the owner calls
+``write_pending()`` (the records reach the page cache, so a process kill loses nothing) and
+acknowledges; ``datasync()`` makes them durable, from a worker thread, one at a time, while the
+owner goes on writing. A lock keeps a segment from being closed (rolled) under a ``datasync``
+in flight. A failed ``datasync`` fails the log exactly as a failed ``sync`` does.
+
 Lifecycle::
 
     REPLAYING --replay() exhausted--> OPEN --close()--> CLOSED
@@ -33,6 +39,7 @@ import contextlib
 import enum
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -119,6 +126,8 @@ class DurableLog:
         self._segments_created = self._replayed = self._torn_bytes_cut = self._log_bytes = 0
         self._log_bytes_at_begin = 0
         self._checkpoint_in_flight = False
+        self._unsynced = False  # write_pending wrote what no fdatasync has covered yet
+        self._segment_lock = threading.Lock()  # no segment closes under a datasync
 
     # -- opening and replay ----------------------------------------------------------------
 
@@ -233,6 +242,58 @@ class DurableLog:
         batch = self.seal()
         if batch is not None:
             self.write_sealed(batch)
+        elif self._unsynced:
+            self.datasync()
+
+    def write_pending(self) -> None:
+        """Write every appended record without fdatasync (owner's thread): safe from a process
+        kill once this returns, durable on power loss only after the next ``datasync``.
+
+        Raises ``OSError`` if the write fails (the log has then failed; the batch is cut off)
+        and ``WalError`` if it had already failed.
+        """
+        batch = self.seal()
+        if batch is None:
+            return
+        writer = self._writable()
+        written_size: int | None = None
+        try:
+            if writer.size >= self.segment_bytes:
+                writer = self._start_segment(batch.first_number)
+            written_size = writer.size
+            writer.write(batch.data)
+        except OSError as exc:
+            if written_size is not None:
+                self._cut_failed_batch(writer, written_size)
+            self._fail(exc)
+            raise
+        self._unsynced = True
+        self._bytes += len(batch.data)
+        self._log_bytes += len(batch.data)
+
+    def datasync(self) -> bool:
+        """fdatasync what ``write_pending`` wrote; False if nothing was waiting. May run in a
+        worker thread, one call at a time, while the owner keeps writing.
+
+        Raises ``OSError`` if the fdatasync fails: the log has then failed for good (fsyncgate:
+        a later success would prove nothing), and ``WalError`` if it had already failed.
+        """
+        with self._segment_lock:
+            if not self._unsynced:
+                return False
+            writer = self._writable()
+            # Cleared before the sync: whatever is written meanwhile sets it again, and this
+            # sync may or may not cover it, so the next call syncs again.
+            self._unsynced = False
+            try:
+                if _failpoints.ACTIVE:
+                    _failpoints.hit("wal.sync")
+                writer.datasync()
+            except OSError as exc:
+                self._fail(exc)
+                raise
+            self._syncs += 1
+        return True
 
     def seal(self) -> SealedBatch | None:
         """Take every record appended so far out of the buffer (``None`` if there are none).
@@ -268,6 +329,7 @@ class DurableLog:
                 self._cut_failed_batch(writer, synced_size)
             self._fail(exc)
             raise
+        self._unsynced = False  # the fdatasync covered what write_pending wrote before
         self._syncs += 1
         self._bytes += len(batch.data)
         self._log_bytes += len(batch.data)
@@ -335,7 +397,11 @@ class DurableLog:
 
     def close(self) -> None:
         """Release the files and the directory lock; records appended but not synced are
-        dropped (they were never acknowledged). Idempotent."""
+        dropped (they were never acknowledged); records written but not yet synced (``--fsync
+        everysec`` / ``no``) are synced first, on a log that has not failed. Idempotent."""
+        if self._state is _State.OPEN and self._unsynced:
+            with contextlib.suppress(OSError):  # _fail logged it; nothing else to do now
+                self.datasync()
         self._buffer = []
         if self._writer is not None:
             self._writer.close()
@@ -394,16 +460,18 @@ class DurableLog:
         # exists, so replay can tell an older segment that was cut (no END) from a missing
         # next one. ``close`` is false for a segment that cannot take one (a version-1 file,
         # or one already closed).
-        old = self._writer
-        assert old is not None
-        if close:
-            old.write(encode_end(base, base - old.base))
-            old.datasync()
-        new = SegmentWriter.create(self.directory, base)
-        old.close()
-        self._writer = new
-        self._segments_created += 1
-        return new
+        with self._segment_lock:
+            old = self._writer
+            assert old is not None
+            if close:
+                old.write(encode_end(base, base - old.base))
+                old.datasync()
+                self._unsynced = False
+            new = SegmentWriter.create(self.directory, base)
+            old.close()
+            self._writer = new
+            self._segments_created += 1
+            return new
 
     def _cut_failed_batch(self, writer: SegmentWriter, synced_size: int) -> None:
         # The batch is answered "not logged", so it must not come back at replay: its bytes

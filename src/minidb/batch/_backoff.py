@@ -1,0 +1,82 @@
+"""How long to wait: before a failed task's next attempt, and between idle polls of the queue.
+
+Pure arithmetic over a random source passed in (seeded in tests); no clock, no asyncio.
+
+Task retries use the ceiling of ``minidb.client.Backoff`` (doubling from ``base``, capped) with
+*equal* jitter, a wait drawn from ``[ceiling / 2, ceiling)``, instead of the client's full
+jitter: a client retrying a busy server wants the spread, but a task that just failed should
+really wait (the downstream it failed on needs the time), and ``not_before`` then grows with
+each attempt, which an operator can see.
+
+The idle poll interval is adaptive: ``min_s`` whenever a poll found work, multiplied by
+``factor`` after each empty poll up to ``cap_s``. An idle worker then costs about
+``3600 / cap_s`` LIST requests an hour instead of ``3600 / min_s`` (docs/batch.md, "Cost"),
+and a burst of tasks is picked up at the fast rate. Each sleep is jittered by
+``POLL_JITTER`` so that workers started together do not list in lockstep.
+"""
+
+from __future__ import annotations
+
+import random as _random
+from dataclasses import dataclass
+
+from minidb.client import Backoff
+
+DEFAULT_RETRY_BASE_S = 1.0
+"""The first retry of a task waits about this long (between half of it and all of it)."""
+DEFAULT_RETRY_CAP_S = 300.0
+"""No retry of a task waits longer than this."""
+DEFAULT_POLL_MIN_S = 1.0
+"""Poll interval of a worker that is finding work."""
+DEFAULT_POLL_CAP_S = 30.0
+"""Poll interval of a worker that has been idle for a while."""
+DEFAULT_POLL_FACTOR = 2.0
+"""Growth of the poll interval per empty poll."""
+POLL_JITTER = 0.1
+"""Each poll sleep is the interval times a factor drawn from [1 - this, 1 + this)."""
+
+
+@dataclass(frozen=True)
+class RetryBackoff:
+    """Delays before a failed task's next attempt: capped, doubling, equal jitter."""
+
+    base_s: float = DEFAULT_RETRY_BASE_S
+    cap_s: float = DEFAULT_RETRY_CAP_S
+
+    def __post_init__(self) -> None:
+        if self.base_s < 0 or self.cap_s < 0:
+            raise ValueError("base_s and cap_s must not be negative")
+
+    def ceiling(self, failures: int) -> float:
+        """The bound of the wait after the ``failures``-th failure of the budget (1 = first)."""
+        return Backoff(attempts=1, base=self.base_s, cap=self.cap_s).ceiling(max(failures, 1))
+
+    def delay(self, failures: int, rng: _random.Random) -> float:
+        """A wait in ``[ceiling / 2, ceiling)`` for the ``failures``-th failure."""
+        ceiling = self.ceiling(failures)
+        return ceiling / 2 + rng.random() * ceiling / 2
+
+
+@dataclass(frozen=True)
+class IdlePoll:
+    """The adaptive poll interval: ``min_s`` on finding work, growing to ``cap_s`` while idle."""
+
+    min_s: float = DEFAULT_POLL_MIN_S
+    cap_s: float = DEFAULT_POLL_CAP_S
+    factor: float = DEFAULT_POLL_FACTOR
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_s <= self.cap_s:
+            raise ValueError("need 0 < min_s <= cap_s")
+        if self.factor < 1:
+            raise ValueError("factor must be at least 1")
+
+    def next_interval(self, previous_s: float | None, found_work: bool) -> float:
+        """The interval after a poll that did (or did not) find work; None: the first poll."""
+        if found_work or previous_s is None:
+            return self.min_s
+        return min(self.cap_s, max(self.min_s, previous_s * self.factor))
+
+    def sleep_for(self, interval_s: float, rng: _random.Random) -> float:
+        """The jittered sleep for ``interval_s``."""
+        return interval_s * (1 - POLL_JITTER + 2 * POLL_JITTER * rng.random())

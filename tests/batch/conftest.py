@@ -1,0 +1,54 @@
+"""Records in every phase of the task state machine, for the batch tests."""
+
+from __future__ import annotations
+
+from minidb.batch import _machine as m
+from minidb.batch._model import TaskError, TaskRecord, new_record
+
+T0 = 1_764_585_000_000
+"""A fixed Unix time in milliseconds (2025-12-01T10:30:00Z); tests pass time explicitly."""
+TASK_ID = "01KBCQCK20JZ7R9YTJGD1AH5T3"
+LEASE = "a" * 32
+NONCE = "0123456789abcdef"
+
+
+def created(max_attempts: int = 3) -> TaskRecord:
+    """A fresh task."""
+    return new_record(
+        TASK_ID, "csv_import", {"max_bad_rows": 0}, created_by="alice", now_ms=T0,
+        name="June import", max_attempts=max_attempts,
+    )
+
+
+def queued(max_attempts: int = 3) -> TaskRecord:
+    """A submitted task."""
+    return m.submit(created(max_attempts), T0 + 1000, nonce=NONCE)
+
+
+def running(max_attempts: int = 3, lease_id: str = LEASE) -> TaskRecord:
+    """A task claimed by worker w-1 at T0 + 2 s with a 30 s lease."""
+    return m.claim(queued(max_attempts), T0 + 2000, worker="w-1", lease_id=lease_id, lease_s=30)
+
+
+def in_phase(phase: str) -> TaskRecord:
+    """A record whose ``_machine.phase`` is ``phase``."""
+    now = T0 + 3000
+    if phase == "created":
+        return created()
+    if phase == "queued":
+        return queued()
+    if phase == "running":
+        return running()
+    if phase == "cancelling":
+        return m.request_cancel(running(), now)
+    if phase == "succeeded":
+        return m.complete(running(), now, lease_id=LEASE, result={"rows": 1})
+    if phase == "failed":
+        error = TaskError("bad_header", "the header is not bucket,key,value")
+        return m.fail(running(), now, lease_id=LEASE, error=error, retryable=False)
+    if phase == "cancelled":
+        return m.request_cancel(queued(), now)
+    raise AssertionError(phase)
+
+
+PHASES_ALL = ("created", "queued", "running", "cancelling", "succeeded", "failed", "cancelled")

@@ -1,0 +1,310 @@
+"""BulkWriter against a real ``minidb serve`` subprocess and against stand-in servers on real
+sockets (for replies a real server never sends: busy on demand, garbage, endless lines)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tracemalloc
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+import minidb.runtime
+from minidb.client import Backoff, BulkFailure, BulkWriter, Client
+from minidb.errors import BusyError, ProtocolError, StoreError, UnavailableError
+
+DEADLINE_S = 30.0
+"""No test body may take longer than this; a hang fails with a message instead."""
+FAST_BUSY = Backoff(attempts=3, base=0.001, cap=0.001)
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def run(body: Callable[[], Awaitable[None]]) -> None:
+    async def bounded() -> None:
+        async with asyncio.timeout(DEADLINE_S):
+            await body()
+
+    minidb.runtime.run(bounded())
+
+
+@asynccontextmanager
+async def stand_in(handler: Handler) -> AsyncIterator[int]:
+    """A TCP server on 127.0.0.1 port 0 running ``handler`` per connection; yields its port."""
+    connections: list[tuple[asyncio.StreamWriter, asyncio.Task[Any]]] = []
+
+    async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        connections.append((writer, task))
+        # Ended by the cancel below: returning (not raising) keeps asyncio's stream callback quiet.
+        with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+            await handler(reader, writer)
+
+    server = await asyncio.start_server(tracked, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        for writer, task in connections:  # Server.close_clients is 3.13+
+            writer.transport.abort()
+            task.cancel()
+        await asyncio.gather(*(task for _, task in connections), return_exceptions=True)
+        await server.wait_closed()
+
+
+async def answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Answer every line ``OK`` in bulk (a fast stand-in for memory tests)."""
+    while chunk := await reader.read(1 << 18):
+        writer.write(b"OK\n" * chunk.count(b"\n"))
+        await writer.drain()
+    writer.close()
+
+
+def rows(count: int) -> Iterator[tuple[bytes, bytes, bytes]]:
+    value = b"v" * 100
+    for i in range(count):
+        yield b"b%d" % (i % 10), b"key-%08d-padding" % i, value
+
+
+def test_bulk_writer_lands_100k_sets(serve: Any) -> None:
+    """100k SETs through one writer are all answered OK and all readable afterwards."""
+    server = serve()
+
+    async def body() -> None:
+        async with await BulkWriter.connect("127.0.0.1", server.port) as writer:
+            for number, (bucket, key, value) in enumerate(rows(100_000)):
+                await writer.set(bucket, key, value + b"%d" % number, tag=number)
+            await writer.flush()
+            stats = writer.statistics()
+        assert (stats.sent, stats.ok, stats.errors, stats.outstanding) == (100_000, 100_000, 0, 0)
+        async with await Client.connect("127.0.0.1", server.port) as db:
+            assert await db.get("b7", "key-00012347-padding") == "v" * 100 + "12347"
+            assert await db.get("b0", "key-00099990-padding") == "v" * 100 + "99990"
+            assert len([k async for k in db.scan("b3", page=1000)]) == 10_000
+
+    run(body)
+
+
+def test_bulk_writer_reports_bad_rows_with_their_tags_and_carries_on(serve: Any) -> None:
+    """A row the server refuses is reported with its tag; the rows around it still land."""
+    server = serve()
+
+    async def body() -> None:
+        async with await BulkWriter.connect("127.0.0.1", server.port, window=16) as writer:
+            for line in range(1, 201):
+                value = b"\xff\xfe" if line % 50 == 0 else b"fine %d" % line
+                await writer.set(b"b", b"k%d" % line, value, tag=line)
+            await writer.delete(b"b", b"never-there", tag="del")
+            await writer.flush()
+            assert writer.failures == [BulkFailure(n, "invalid utf-8") for n in (50, 100, 150, 200)]
+            assert writer.statistics().ok == 197
+        async with await Client.connect("127.0.0.1", server.port) as db:
+            assert await db.get("b", "k199") == "fine 199"
+            assert await db.get("b", "k50") is None
+
+    run(body)
+
+
+def test_bulk_writer_refuses_requests_the_protocol_cannot_carry() -> None:
+    """Bad names, long values and line breaks raise before anything is sent."""
+
+    async def body() -> None:
+        async with stand_in(answer_ok) as port, await BulkWriter.connect("127.0.0.1", port) as w:
+            for bucket, key, value in [
+                (b"bad name", b"k", b"v"),
+                (b"b", b"", b"v"),
+                (b"b", b"k", b"x" * 4097),
+                (b"b", b"k", b"one\nSET b k two"),
+                (b"b", b"k", b"cr\r"),
+            ]:
+                with pytest.raises(ProtocolError):
+                    await w.set(bucket, key, value)
+            await w.set(b"b", b"k", b"x" * 4096)
+            await w.flush()
+            assert w.statistics().sent == 1
+
+    run(body)
+
+
+def test_bulk_writer_retries_busy_then_succeeds() -> None:
+    """``ERR busy`` is resent after a backoff until the server takes the request."""
+    refusals: dict[bytes, int] = {}
+
+    async def busy_twice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            refusals[line] = refusals.get(line, 0) + 1
+            writer.write(b"ERR busy\n" if refusals[line] <= 2 else b"OK\n")
+        writer.close()
+
+    async def body() -> None:
+        async with stand_in(busy_twice) as port:
+            writer = await BulkWriter.connect("127.0.0.1", port, window=8, busy_backoff=FAST_BUSY)
+            async with writer:
+                for i in range(20):
+                    await writer.set(b"b", b"k%d" % i, b"v")
+                await writer.flush()
+                stats = writer.statistics()
+        assert (stats.ok, stats.busy_retries, stats.sent, stats.errors) == (20, 40, 60, 0)
+
+    run(body)
+
+
+def test_bulk_writer_gives_up_on_endless_busy() -> None:
+    """A request still refused busy after the last attempt raises ``BusyError``."""
+
+    async def always_busy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            writer.write(b"ERR busy\n")
+        writer.close()
+
+    async def body() -> None:
+        async with stand_in(always_busy) as port:
+            writer = await BulkWriter.connect("127.0.0.1", port, busy_backoff=FAST_BUSY)
+            async with writer:
+                await writer.set(b"b", b"k", b"v", tag=7)
+                with pytest.raises(BusyError, match="tag 7"):
+                    await writer.flush()
+
+    run(body)
+
+
+def test_bulk_writer_real_busy_is_retried_then_raised(serve: Any) -> None:
+    """A server whose owner stalls past --request-timeout answers ERR busy; it is retried, and
+    ``BusyError`` is raised when the attempts run out."""
+    server = serve("--request-timeout", "0.05", env={"MINIDB_FAILPOINTS": "store.apply=delay(0.3)"})
+
+    async def body() -> None:
+        async with await BulkWriter.connect(
+            "127.0.0.1", server.port, busy_backoff=FAST_BUSY
+        ) as writer:
+            await writer.set(b"b", b"k", b"v", tag="row 1")
+            with pytest.raises(BusyError, match="row 1"):
+                await writer.flush()
+            assert writer.statistics().busy_retries == FAST_BUSY.attempts - 1
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    ("reply", "error"),
+    [(b"ERR store unavailable\n", UnavailableError), (b"ERR read-only: disk\n", StoreError),
+     (b"ERR not logged: ENOSPC\n", StoreError)],
+)
+def test_bulk_writer_stops_on_store_failures(reply: bytes, error: type[Exception]) -> None:
+    """An unavailable or read-only store ends the stream with a retryable exception."""
+
+    async def failing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            writer.write(reply)
+        writer.close()
+
+    async def body() -> None:
+        async with stand_in(failing) as port, await BulkWriter.connect("127.0.0.1", port) as w:
+            await w.set(b"b", b"k", b"v")
+            with pytest.raises(error):
+                await w.flush()
+            with pytest.raises(error):
+                await w.set(b"b", b"k2", b"v")
+
+    run(body)
+
+
+def test_bulk_writer_raises_promptly_when_the_server_dies(serve: Any) -> None:
+    """Killing the server mid-stream makes the next ``set``/``flush`` raise within seconds."""
+    server = serve()
+
+    async def body() -> None:
+        async with await BulkWriter.connect("127.0.0.1", server.port) as writer:
+            with pytest.raises(UnavailableError):
+                async with asyncio.timeout(10):
+                    for bucket, key, value in rows(10_000_000):
+                        await writer.set(bucket, key, value)
+                        if writer.statistics().ok >= 2000 and server.proc.poll() is None:
+                            server.proc.kill()
+                    await writer.flush()
+            assert server.proc.poll() is not None
+
+    run(body)
+
+
+@pytest.mark.parametrize("where", ["set", "flush"])
+def test_bulk_writer_cancelled_closes_and_leaves_no_task(where: str) -> None:
+    """Cancelling a waiting ``set`` or ``flush`` closes the connection; no task survives."""
+
+    async def never_answers(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(1 << 16):
+            pass
+        writer.close()
+
+    async def body() -> None:
+        async with stand_in(never_answers) as port:
+            writer = await BulkWriter.connect("127.0.0.1", port, window=4)
+            for i in range(4):
+                await writer.set(b"b", b"k%d" % i, b"v")
+            waiting = writer.set(b"b", b"k4", b"v") if where == "set" else writer.flush()
+            task = asyncio.ensure_future(waiting)
+            while writer.statistics().bytes_sent == 0:  # the window filled: it was written
+                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            assert not task.done()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            with pytest.raises(UnavailableError, match="cancelled"):
+                await writer.set(b"b", b"k5", b"v")
+            await writer.close()
+            # The stand-in's own handler task may still be ending; the writer's must be gone.
+            left = [t for t in asyncio.all_tasks() if t.get_name().startswith("minidb-bulk")]
+            assert left == []
+
+    run(body)
+
+
+@pytest.mark.slow
+def test_bulk_writer_memory_is_bounded_by_the_window() -> None:
+    """Over a million-row generator the writer's allocations stay under 4 MB at peak."""
+    traced_rows = 200_000  # tracing costs ~4x; a leak of 200k rows would be ~40 MB
+
+    async def body() -> None:
+        async with stand_in(answer_ok) as port:
+            try:
+                async with await BulkWriter.connect("127.0.0.1", port) as writer:
+                    for number, (bucket, key, value) in enumerate(rows(1_000_000)):
+                        if number == 1_000_000 - traced_rows:
+                            tracemalloc.start()
+                        await writer.set(bucket, key, value, tag=number)
+                    await writer.flush()
+                    _, peak = tracemalloc.get_traced_memory()
+            finally:
+                tracemalloc.stop()
+        assert writer.statistics().ok == 1_000_000
+        assert peak < 4 * 1024 * 1024, peak
+
+    run(body)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"HELLO\n", b"OK\nVALUE 1\n", b"x" * 100_000, b"OK\nOK\n"],
+    ids=["garbage", "wrong-reply", "endless-line", "unsolicited"],
+)
+def test_bulk_writer_hostile_replies_raise_protocol_error(reply: bytes) -> None:
+    """Replies no minidb server sends raise ``ProtocolError`` instead of hanging."""
+
+    async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(reply)
+        await writer.drain()
+        await reader.read()  # hold the connection open: the writer must not wait for EOF
+
+    async def body() -> None:
+        async with stand_in(hostile) as port, await BulkWriter.connect("127.0.0.1", port) as w:
+            await w.set(b"b", b"k", b"v")
+            with pytest.raises(ProtocolError):
+                await w.flush()
+
+    run(body)
