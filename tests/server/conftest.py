@@ -78,6 +78,7 @@ class ServerProcess:
     port: int
     data_dir: Path
     metrics_port: int | None = None
+    resp_port: int | None = None
     clients: list[LineClient] = field(default_factory=list)
 
     def client(self) -> LineClient:
@@ -125,7 +126,8 @@ def serve(tmp_path: Path) -> Iterator[ServeFactory]:
         ports: dict[str, int] = {}
         deadline = time.monotonic() + STARTUP_TIMEOUT_S
         assert proc.stdout is not None
-        want = {"line", "metrics"} if "--metrics-port" in args else {"line"}
+        want = {"line"} | {name for flag, name in (("--metrics-port", "metrics"),
+                                                   ("--resp-port", "resp")) if flag in args}
         while set(ports) != want:
             if time.monotonic() > deadline:
                 proc.kill()
@@ -137,7 +139,7 @@ def serve(tmp_path: Path) -> Iterator[ServeFactory]:
             match = _LISTENING.match(line.strip())
             if match:
                 ports[match.group(3)] = int(match.group(2))
-        server = ServerProcess(proc, ports["line"], data, ports.get("metrics"))
+        server = ServerProcess(proc, ports["line"], data, ports.get("metrics"), ports.get("resp"))
         started.append(server)
         return server
 

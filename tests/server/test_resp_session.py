@@ -21,15 +21,15 @@ from minidb.server._resp_types import (
     QUEUED,
     Action,
     Close,
+    ErrorReply,
     Forward,
     ForwardTransaction,
     ForwardWatch,
     NoReply,
     Reply,
     ReplyAndClose,
-    RespError,
     Result,
-    SimpleString,
+    Simple,
     TransactionCommand,
     Verbatim,
     WatchSet,
@@ -82,8 +82,8 @@ def reply(s: RespSession, *words: bytes | str, env: Env | None = None) -> Result
     return action.result
 
 
-def err(message: str) -> RespError:
-    return RespError(message)
+def err(message: str) -> ErrorReply:
+    return ErrorReply(message)
 
 
 class FakeOwner:
@@ -165,7 +165,7 @@ def test_unknown_command_echo_is_bounded_and_stays_on_one_line() -> None:
     """A huge name or argument is cut at 128 bytes and CR/LF become spaces (framing safe)."""
     s = session()
     result = reply(s, b"x" * 100_000, b"y" * 100_000, b"z")
-    assert isinstance(result, RespError)
+    assert isinstance(result, ErrorReply)
     assert result.message == (
         "ERR unknown command '" + "x" * 128 + "', with args beginning with: '" + "y" * 128 + "' "
     )
@@ -232,7 +232,7 @@ def test_every_action_carries_the_connection_protocol(protocol: int) -> None:
     assert [a.protocol for a in actions] == [protocol] * len(actions)  # type: ignore[union-attr]
     ping, config, info = (a.result for a in actions[:3])  # type: ignore[union-attr]
     assert (ping, config) == (PONG, {b"save": b""})
-    assert info == Verbatim(b"# Cluster\r\ncluster_enabled:0\r\n")
+    assert info == Verbatim("# Cluster\r\ncluster_enabled:0\r\n")
     tx = actions[7]
     assert isinstance(tx, ForwardTransaction) and tx.watch is not None
     tx.watch.dirty = True
@@ -431,7 +431,7 @@ def test_select_takes_numbers_and_bucket_names() -> None:
     assert s.bucket == b"users.v2:eu/1"
     for bad in (b"a b", b"x" * 65, b"\xff", b""):
         result = reply(s, "SELECT", bad)
-        assert isinstance(result, RespError) and result.message.startswith(
+        assert isinstance(result, ErrorReply) and result.message.startswith(
             "ERR DB index is out of range"
         )
     assert s.bucket == b"users.v2:eu/1"
@@ -493,7 +493,7 @@ def test_client_id_info_and_list() -> None:
     reply(s, "SELECT", "3", env=env)
     info = reply(s, "CLIENT", "INFO", env=env)
     assert isinstance(info, Verbatim) and info.format == "txt"
-    line = info.text.decode()
+    line = info.text
     assert line.endswith("\n") and line.count("\n") == 1
     fields = dict(token.split("=", 1) for token in line.split())
     assert fields["id"] == "7" and fields["name"] == "app" and fields["db"] == "3"
@@ -504,11 +504,11 @@ def test_client_id_info_and_list() -> None:
     assert fields["multi"] == "-1" and fields["bucket"] == "3"
     listing = reply(s, "CLIENT", "LIST", env=env)
     assert isinstance(listing, Verbatim)
-    assert [ln.split()[0] for ln in listing.text.decode().splitlines()] == ["id=7", "id=8"]
+    assert [ln.split()[0] for ln in listing.text.splitlines()] == ["id=7", "id=8"]
     only = reply(s, "CLIENT", "LIST", "ID", "8", env=env)
-    assert isinstance(only, Verbatim) and only.text.decode().startswith("id=8 ")
+    assert isinstance(only, Verbatim) and only.text.startswith("id=8 ")
     assert reply(s, "CLIENT", "LIST", "ID", "x", env=env) == err("ERR Invalid client ID")
-    assert reply(s, "CLIENT", "LIST", "TYPE", "pubsub", env=env) == Verbatim(b"")
+    assert reply(s, "CLIENT", "LIST", "TYPE", "pubsub", env=env) == Verbatim("")
     assert reply(s, "CLIENT", "LIST", "TYPE", "nope", env=env) == err(
         "ERR Unknown client type 'nope'"
     )
@@ -525,7 +525,7 @@ def test_client_info_db_is_minus_one_for_named_buckets() -> None:
     reply(s, "DISCARD")
     result = reply(s, "CLIENT", "INFO")
     assert isinstance(result, Verbatim)
-    assert " db=-1 " in result.text.decode() and "bucket=users" in result.text.decode()
+    assert " db=-1 " in result.text and "bucket=users" in result.text
 
 
 def test_client_switches_and_tracking() -> None:
@@ -550,18 +550,18 @@ def test_client_switches_and_tracking() -> None:
         b"prefixes": [],
     }
     info = reply(s, "CLIENT", "INFO")
-    assert isinstance(info, Verbatim) and " flags=eT " in info.text.decode()
+    assert isinstance(info, Verbatim) and " flags=eT " in info.text
 
 
 def test_client_help_lists_served_subcommands() -> None:
     """CLIENT HELP uses Redis's header and footer and names the subcommands we serve."""
     lines = reply(session(), "CLIENT", "HELP")
     assert isinstance(lines, list)
-    assert lines[0] == SimpleString(
+    assert lines[0] == Simple(
         "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"
     )
-    assert lines[-2:] == [SimpleString("HELP"), SimpleString("    Print this help.")]
-    assert SimpleString("SETINFO") in lines and SimpleString("KILL") not in lines
+    assert lines[-2:] == [Simple("HELP"), Simple("    Print this help.")]
+    assert Simple("SETINFO") in lines and Simple("KILL") not in lines
 
 
 # -- CONFIG -----------------------------------------------------------------------------------
@@ -605,7 +605,7 @@ def test_config_set_resetstat_rewrite() -> None:
         "ERR wrong number of arguments for 'config|set' command"
     )
     result = reply(s, "CONFIG", "RESETSTAT")
-    assert isinstance(result, RespError) and result.code == "ERR"
+    assert isinstance(result, ErrorReply) and result.code == "ERR"
     assert reply(s, "CONFIG", "REWRITE") == err("ERR The server is running without a config file")
     assert reply(s, "CONFIG", "FROB") == err("ERR unknown subcommand 'FROB'. Try CONFIG HELP.")
 
@@ -624,15 +624,15 @@ def test_command_count_info_and_bare_command() -> None:
     assert get == [
         b"get",
         2,
-        [SimpleString("readonly"), SimpleString("fast")],
+        [Simple("readonly"), Simple("fast")],
         1,
         1,
         1,
-        [SimpleString("@string"), SimpleString("@read"), SimpleString("@fast")],
+        [Simple("@string"), Simple("@read"), Simple("@fast")],
         [],
         [
             {
-                b"flags": [SimpleString("RO")],
+                b"flags": [Simple("RO")],
                 b"begin_search": {b"type": b"index", b"spec": {b"index": 1}},
                 b"find_keys": {
                     b"type": b"range",
@@ -724,7 +724,7 @@ SNAP = InfoSnapshot(
 def info_text(*sections: str) -> str:
     result = reply(session(), "INFO", *sections, env=Env(snap=SNAP))
     assert isinstance(result, Verbatim) and result.format == "txt"
-    return result.text.decode()
+    return result.text
 
 
 def test_info_default_sections_in_redis_order() -> None:
@@ -828,7 +828,7 @@ def test_execabort_after_unknown_command_or_wrong_arity_in_multi() -> None:
         s = session()
         reply(s, "MULTI")
         reply(s, "SET", "k", "v")
-        assert isinstance(reply(s, *bad), RespError)
+        assert isinstance(reply(s, *bad), ErrorReply)
         assert reply(s, "GET", "k") == QUEUED
         assert reply(s, "EXEC") == err(
             "EXECABORT Transaction discarded because of previous errors."
@@ -846,7 +846,7 @@ def test_a_transaction_longer_than_the_limit_is_doomed(monkeypatch: pytest.Monke
     for _ in range(3):
         assert reply(s, "SET", "k", "v") == QUEUED
     result = reply(s, "SET", "k", "v")
-    assert isinstance(result, RespError) and result.message.startswith("ERR transaction too long")
+    assert isinstance(result, ErrorReply) and result.message.startswith("ERR transaction too long")
     assert reply(s, "EXEC") == err("EXECABORT Transaction discarded because of previous errors.")
 
 
@@ -857,7 +857,7 @@ def test_client_list_id_answers_in_the_order_asked() -> None:
     env.open_sessions = [s, other]
     listing = reply(s, "CLIENT", "LIST", "ID", "8", "7", "99", "8", env=env)
     assert isinstance(listing, Verbatim)
-    ids = [line.split()[0] for line in listing.text.decode().splitlines()]
+    ids = [line.split()[0] for line in listing.text.splitlines()]
     assert ids == ["id=8", "id=7", "id=8"]
 
 
@@ -866,7 +866,7 @@ def test_reset_inside_multi_ends_it_and_drops_authentication() -> None:
     s = session(password=b"pw")
     reply(s, "AUTH", "pw")
     reply(s, "MULTI")
-    assert reply(s, "RESET") == SimpleString("RESET")
+    assert reply(s, "RESET") == Simple("RESET")
     assert not s.in_multi and not s.authenticated
     assert reply(s, "MULTI") == err("NOAUTH Authentication required.")
 
@@ -975,7 +975,7 @@ def test_reset_restores_a_fresh_connection() -> None:
     reply(s, "SELECT", "9")
     cmd(s, "WATCH", "k")
     reply(s, "MULTI")
-    assert cmd(s, "RESET") == Reply(SimpleString("RESET"), 2)
+    assert cmd(s, "RESET") == Reply(Simple("RESET"), 2)
     assert (s.protocol, s.bucket, s.name, s.in_multi, s.watched_keys) == (2, b"0", None, False, 0)
 
 

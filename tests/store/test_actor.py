@@ -194,7 +194,7 @@ def test_owner_runs_executor_batches_in_order_with_line_batches() -> None:
     resp = _exec_batch(Sink(), executor, [b"GET", b"a"], [b"SET", b"b", b"resp"])
     line_last = _batch(Sink(), Get(b"0", b"b"))
     owner.commit([line_first, resp, line_last])
-    assert resp.replies == [b"R b'line'", b"R Simple(text='OK')"]
+    assert resp.replies == [b"R b'line'", b"R Simple('OK')"]
     assert line_last.replies == [b"VALUE resp\n"]
     assert log.syncs == 1
     assert log.synced == [encode_put(b"0", b"a", b"line"), encode_put(b"0", b"b", b"resp")]

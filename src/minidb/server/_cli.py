@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 from minidb.server import _config as defaults
+
+PASSWORD_ENV = "MINIDB_PASSWORD"
+"""Where the password comes from when ``--requirepass`` is not given (kept out of ``ps``)."""
 
 LOOPS = ("minidb", "asyncio")
 """Event loops ``--loop`` accepts: minidb.runtime's timer-wheel loop, or stock asyncio."""
@@ -59,6 +63,15 @@ def register(subparsers: Any) -> None:
         help="serve Prometheus /metrics and /debug/tasks on this port (off by default)",
     )
     parser.add_argument(
+        "--resp-port", type=int, default=None, metavar="PORT",
+        help="also serve the Redis protocol (RESP2/RESP3) on this port; 0: any free port",
+    )
+    parser.add_argument(
+        "--requirepass", default=None, metavar="PASSWORD",
+        help=f"clients must authenticate first (RESP: AUTH/HELLO AUTH, line: AUTH <password>);"
+        f" default ${PASSWORD_ENV} if set",
+    )
+    parser.add_argument(
         "--checkpoint-bytes", type=int, default=defaults.DEFAULT_CHECKPOINT_BYTES,
         metavar="BYTES", help="write a snapshot after this much log (default 64 MiB)",
     )
@@ -85,6 +98,11 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_serve)
 
 
+def _password(flag: str | None) -> bytes | None:
+    text = flag if flag is not None else os.environ.get(PASSWORD_ENV)
+    return text.encode("utf-8", "surrogateescape") if text is not None else None
+
+
 def _serve(args: argparse.Namespace) -> int:
     from minidb.errors import ConfigError
     from minidb.server._config import ServerConfig
@@ -107,6 +125,8 @@ def _serve(args: argparse.Namespace) -> int:
             checkpoint_bytes=args.checkpoint_bytes,
             commit_delay_us=args.commit_delay,
             sync_in=args.sync_in,
+            resp_port=args.resp_port,
+            password=_password(args.requirepass),
             fsync=args.fsync,
             max_value_bytes=args.max_value_bytes,
         )
@@ -145,6 +165,9 @@ async def _main(config: Any) -> int:
         loop.add_signal_handler(signum, server.request_shutdown)
     assert server.line_address is not None
     lines = [f"minidb listening on {server.line_address[0]}:{server.line_address[1]} (line)"]
+    if server.resp_address is not None:
+        host, port = server.resp_address
+        lines.append(f"minidb listening on {host}:{port} (resp)")
     if server.metrics_address is not None:
         host, port = server.metrics_address
         lines.append(f"minidb listening on {host}:{port} (metrics)")

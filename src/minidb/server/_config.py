@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minidb import store as _store
@@ -72,6 +72,11 @@ class ServerConfig:
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
     commit_delay_us: int = DEFAULT_COMMIT_DELAY_US
     sync_in: str = "loop"
+    resp_port: int | None = None
+    """The RESP (Redis protocol) listener's port; None: no RESP listener, 0: any free port."""
+    password: bytes | None = field(default=None, repr=False)
+    """``--requirepass`` / ``MINIDB_PASSWORD``: both protocols authenticate first (RESP with
+    AUTH or HELLO AUTH, the line protocol with ``AUTH <password>``); None: no password."""
     fsync: str = "always"
     """When acknowledged writes are fdatasynced: ``always``, ``everysec`` or ``no`` (see
     README, Durability)."""
@@ -80,7 +85,7 @@ class ServerConfig:
     its own 4096)."""
 
     def __post_init__(self) -> None:
-        for name in ("port", "metrics_port"):
+        for name in ("port", "metrics_port", "resp_port"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0-65535, not {value}")
@@ -99,6 +104,8 @@ class ServerConfig:
             raise ConfigError("--output-hard-limit must be at least --output-soft-limit")
         if not 0 <= self.commit_delay_us <= MAX_COMMIT_DELAY_US:
             raise ConfigError(f"--commit-delay must be 0-{MAX_COMMIT_DELAY_US} microseconds")
+        if self.password is not None and not self.password:
+            raise ConfigError("--requirepass must not be empty")
         if self.sync_in not in SYNC_PLACES:
             raise ConfigError(f"--sync-in must be one of {', '.join(SYNC_PLACES)}")
         if self.fsync not in FSYNC_POLICIES:

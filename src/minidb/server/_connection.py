@@ -15,6 +15,11 @@ requests are left in the decoder (the *backlog*), the connection does not read: 
 bytes wait in the kernel and TCP flow control slows the client down (backpressure, not an
 error). Every flush that writes replies back lowers the in-flight count and takes more.
 
+Local replies. A decoder may answer some requests itself (RESP's connection commands, the
+line protocol's auth gate): it returns their replies as ``bytes`` among the requests. Each run
+of them becomes a batch that is answered already, queued in line with the owner's batches, so
+it leaves exactly in its place; such replies count towards the in-flight bound like any other.
+
 Sharing the owner. When the mailbox has no room for it, the connection queues for room
 (``Mailbox.wait_room``: connections with nothing in flight first, round robin, see
 ``store._mailbox``) and is called back when its turn comes. ``ERR busy`` is kept for genuine
@@ -59,12 +64,13 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import ClassVar, Protocol, cast
+from typing import Any, ClassVar, Protocol, cast
 
 from minidb.errors import UnavailableError
-from minidb.protocol import BUSY, UNAVAILABLE, Request, RequestDecoder
+from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
 from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
+from minidb.server._line_auth import AuthGate
 from minidb.server._logging import event
 from minidb.store import Batch
 
@@ -78,7 +84,9 @@ class Decoder(Protocol):
 
     def receive(self, data: bytes) -> None: ...
 
-    def next_requests(self, limit: int) -> list[Request]: ...
+    def next_requests(self, limit: int) -> list[Any]:
+        """At most ``limit`` requests (line ``Request``s, or what the batch's executor runs)."""
+        ...
 
     def has_request(self) -> bool: ...
 
@@ -92,6 +100,8 @@ class Connection(asyncio.Protocol):
     """The wire form of ``ERR busy`` (timed out, or shed after waiting for room)."""
     unavailable_reply: ClassVar[bytes]
     """The wire form of ``ERR store unavailable`` (the owner is gone)."""
+    listener: ClassVar[str]
+    """The listener's name in metrics and logs (``line``, ``resp``)."""
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, decoder: Decoder) -> None:
         config = hub.config
@@ -242,7 +252,39 @@ class Connection(asyncio.Protocol):
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
             self._set_reading()
 
-    def _send(self, requests: list[Request]) -> None:
+    def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
+        """A batch of this connection's requests (a protocol with an executor passes it)."""
+        return Batch(requests, self, deadline)
+
+    def _send(self, requests: list[Any]) -> None:
+        """Send what the decoder gave: runs of requests go to the owner, runs of replies the
+        decoder answered itself (``bytes``: a connection command, an auth refusal) are
+        answered already; both join the one ordered queue, so each reply keeps its place."""
+        start = 0
+        size = len(requests)
+        while start < size and not self._closed:
+            local = type(requests[start]) is bytes
+            end = start + 1
+            while end < size and (type(requests[end]) is bytes) is local:
+                end += 1
+            if local:
+                self._answer_locally(requests[start:end] if start or end < size else requests)
+            else:
+                self._send_to_owner(requests[start:end] if start or end < size else requests)
+            start = end
+
+    def _answer_locally(self, replies: list[bytes]) -> None:
+        count = len(replies)
+        now = self._loop.time()
+        self._push_idle(now)
+        self.requests += count
+        self._in_flight += count
+        batch = Batch(replies, self, now)  # counted, never run
+        batch.replies = replies
+        self._pending.append(batch)
+        self._write_answered()
+
+    def _send_to_owner(self, requests: list[Any]) -> None:
         loop = self._loop
         now = loop.time()
         self._push_idle(now)
@@ -250,7 +292,7 @@ class Connection(asyncio.Protocol):
         self.requests += count
         self._in_flight += count
         self._room_since = None
-        batch = Batch(requests, self, now + self._request_timeout_s)
+        batch = self._new_batch(requests, now + self._request_timeout_s)
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -263,12 +305,12 @@ class Connection(asyncio.Protocol):
         if self._request_timer is None:
             self._request_timer = loop.call_at(batch.deadline, self._on_request_timeout)
 
-    def _shed(self, requests: list[Request]) -> None:
+    def _shed(self, requests: list[Any]) -> None:
         count = len(requests)
         self._push_idle(self._loop.time())
         self.requests += count
         self._in_flight += count
-        batch = Batch(requests, self, self._loop.time() + self._request_timeout_s)
+        batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s)
         batch.replies = [self.busy_reply] * count
         self._pending.append(batch)
         self._hub.shed += count
@@ -453,10 +495,16 @@ class Connection(asyncio.Protocol):
 
 
 class LineConnection(Connection):
-    """The line protocol: ``RequestDecoder`` framing and its refusal replies."""
+    """The line protocol: ``RequestDecoder`` framing (behind the password gate when the server
+    has one) and its refusal replies."""
 
     busy_reply = BUSY
     unavailable_reply = UNAVAILABLE
+    listener = "line"
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__(hub, loop, RequestDecoder())
+        password = hub.config.password
+        decoder: Decoder = RequestDecoder()
+        if password is not None:
+            decoder = AuthGate(RequestDecoder(), password)
+        super().__init__(hub, loop, decoder)

@@ -47,13 +47,16 @@ class Hub:
         self.output_dropped = 0
         self.accepted = 0
         self.rejected_verbs: dict[tuple[str, str], int] = {}
-        self._slot_waiter: asyncio.Future[None] | None = None
+        self._slot_waiters: set[asyncio.Future[None]] = set()
         self._idle_waiter: asyncio.Future[None] | None = None
 
     def count_refused(self, batch: Batch, outcome: str) -> None:
         """Count each request of a refused batch under its verb (a rare, slow path)."""
         for request in batch.requests:
-            key = (type(request).__name__.upper().replace("DELETE", "DEL"), outcome)
+            verb = getattr(request, "verb", None)  # a RESP request names its command
+            if verb is None:
+                verb = type(request).__name__.upper().replace("DELETE", "DEL")
+            key = (verb, outcome)
             self.rejected_verbs[key] = self.rejected_verbs.get(key, 0) + 1
 
     def opened(self, conn: Connection) -> None:
@@ -62,18 +65,25 @@ class Hub:
 
     def closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
-        for waiter in (self._slot_waiter, self._idle_waiter if not self.connections else None):
-            if waiter is not None and not waiter.done():
+        # Every listener waiting for a slot is woken (the limit is shared by all listeners);
+        # each checks again, and those that find no room wait again.
+        for waiter in self._slot_waiters:
+            if not waiter.done():
                 waiter.set_result(None)
+        idle = self._idle_waiter
+        if idle is not None and not self.connections and not idle.done():
+            idle.set_result(None)
 
     async def wait_for_slot(self) -> None:
-        """Return once fewer than ``max_connections`` connections are open."""
+        """Return once fewer than ``max_connections`` connections are open (of every
+        listener: one limit for all of them)."""
         while len(self.connections) >= self.config.max_connections:
-            self._slot_waiter = asyncio.get_running_loop().create_future()
+            waiter = asyncio.get_running_loop().create_future()
+            self._slot_waiters.add(waiter)
             try:
-                await self._slot_waiter
+                await waiter
             finally:
-                self._slot_waiter = None
+                self._slot_waiters.discard(waiter)
 
     async def wait_all_closed(self) -> None:
         """Return once no connection is open."""

@@ -24,19 +24,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
+import itertools
 import logging
+import os
+import platform
+import secrets
 import socket
+import sys
 import time
 from dataclasses import dataclass
 
 from minidb.errors import WalError
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
-from minidb.server._connection import Hub, LineConnection
+from minidb.server._connection import Connection, Hub, LineConnection
 from minidb.server._fdlimit import fit_to_fd_limit
 from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
 from minidb.server._logging import event
 from minidb.server._metrics import MetricsListener, new_registry
+from minidb.server._resp_connection import RespConnection, RespContext
+from minidb.server._resp_env import ServerEnv
+from minidb.server._resp_executor import CommandCounts, RespExecutor
+from minidb.server._resp_info import ServerFacts
+from minidb.server._resp_session import SessionConfig
 from minidb.store import Keyspace, OwnerStatistics, StoreOwner, StoreState, StoreStatistics
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import DurableLog, WalStatistics, open_log
@@ -88,6 +99,14 @@ def open_store(config: ServerConfig, now_ms: int | None = None) -> tuple[StoreSt
     return StoreState(keyspace), log
 
 
+def _minidb_version() -> str:
+    # The package's own metadata: the top-level package is above this layer.
+    try:
+        return importlib.metadata.version("minidb")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
 def _fmt(address: tuple[str, int]) -> str:
     return f"{address[0]}:{address[1]}"
 
@@ -124,7 +143,12 @@ class Server:
         self._accept_task: asyncio.Task[None] | None = None
         self._metrics: MetricsListener | None = None
         self._shutdown: asyncio.Future[None] | None = None
+        self._resp_listener: socket.socket | None = None
+        self._resp_acceptor: Acceptor | None = None
+        self._resp_accept_task: asyncio.Task[None] | None = None
+        self.resp_counts = CommandCounts()
         self.line_address: tuple[str, int] | None = None
+        self.resp_address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
         self.registry = new_registry(self)
 
@@ -157,6 +181,20 @@ class Server:
             self._listener, lambda: LineConnection(hub, loop), hub.wait_for_slot,
             listener="line", open_connections=lambda: len(hub.connections),
         )
+        if config.resp_port is not None:
+            try:
+                self._resp_listener = bind_listener(config.host, config.resp_port)
+            except BaseException:
+                self._listener.close()
+                log.close()
+                raise
+            self.resp_address = address_of(self._resp_listener)
+            context = self._resp_context()
+            self._resp_acceptor = Acceptor(
+                self._resp_listener, lambda: RespConnection(hub, loop, context),
+                hub.wait_for_slot, listener="resp",
+                open_connections=lambda: len(hub.connections),
+            )
         if config.metrics_port is not None:
             self._metrics = MetricsListener(self.registry)
             try:
@@ -171,7 +209,33 @@ class Server:
                 enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
         self._accept_task = loop.create_task(self._acceptor.run(), name="minidb-accept")
-        event(logger, logging.INFO, "server_started", line=_fmt(self.line_address))
+        if self._resp_acceptor is not None:
+            self._resp_accept_task = loop.create_task(
+                self._resp_acceptor.run(), name="minidb-accept-resp"
+            )
+        event(
+            logger, logging.INFO, "server_started", line=_fmt(self.line_address),
+            **({"resp": _fmt(self.resp_address)} if self.resp_address is not None else {}),
+        )
+
+    def _resp_context(self) -> RespContext:
+        config = self.config
+        assert self.resp_address is not None
+        facts = ServerFacts(
+            minidb_version=_minidb_version(), tcp_port=self.resp_address[1], host=config.host,
+            data_dir=str(config.data_dir), max_clients=config.max_connections,
+            idle_timeout_s=config.idle_timeout, process_id=os.getpid(),
+            run_id=secrets.token_hex(20), arch_bits=64 if sys.maxsize > 2**32 else 32,
+            os=f"{platform.system()} {platform.release()} {platform.machine()}",
+            executable=sys.executable, python_version=platform.python_version(),
+        )  # fmt: skip
+        ids = itertools.count(1)
+        return RespContext(
+            SessionConfig(facts=facts, password=config.password),
+            RespExecutor(self.resp_counts), ServerEnv(self, self.resp_counts),
+            max_bulk_bytes=self.owner.state.keyspace.max_value_bytes,
+            next_id=lambda: next(ids),
+        )
 
     def request_shutdown(self) -> None:
         """Ask ``serve()`` to shut down gracefully (safe to call more than once)."""
@@ -255,12 +319,14 @@ class Server:
         )
 
     async def _stop_accepting(self) -> None:
-        if self._accept_task is not None:
-            self._accept_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._accept_task
-        if self._listener is not None:
-            self._listener.close()
+        for task in (self._accept_task, self._resp_accept_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        for listener in (self._listener, self._resp_listener):
+            if listener is not None:
+                listener.close()
 
     async def _close_metrics(self) -> None:
         if self._metrics is not None:
@@ -272,6 +338,33 @@ class Server:
     def owner(self) -> StoreOwner:
         assert self._owner is not None, "server not started"
         return self._owner
+
+    def connections(self) -> list[Connection]:
+        """Every open client connection, of both listeners."""
+        assert self._hub is not None, "server not started"
+        return list(self._hub.connections)
+
+    def connections_by_listener(self) -> dict[str, int]:
+        """Open connections per listener (``line``, and ``resp`` when it is on)."""
+        counts = {"line": 0, **({"resp": 0} if self.resp_address is not None else {})}
+        for conn in self.connections():
+            counts[conn.listener] = counts.get(conn.listener, 0) + 1
+        return counts
+
+    def buckets(self) -> list[tuple[bytes, int, int]]:
+        """(name, keys, keys with an expiry) of every bucket holding keys; the expiry count is
+        per keyspace, so it is shown on the first bucket only."""
+        ks = self.owner.state.keyspace
+        expires = ks.statistics().keys_with_expiry
+        out = []
+        for name in sorted(ks.buckets()):
+            out.append((name, ks.size(name), expires))
+            expires = 0
+        return out
+
+    def expired_keys(self) -> int:
+        stats = self.owner.state.keyspace.statistics()
+        return stats.expired_lazily + stats.expired_by_timer
 
     def statistics(self) -> ServerStatistics:
         assert self._hub is not None and self._owner is not None, "server not started"

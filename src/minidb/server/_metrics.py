@@ -92,6 +92,31 @@ class ServerCollector(Collector):
         yield GaugeMetricFamily(
             "minidb_connections_active", "Open client connections", stats.connections
         )
+        by_listener = GaugeMetricFamily(
+            "minidb_listener_connections_active", "Open client connections per listener",
+            labels=["listener"],
+        )
+        for listener, count in sorted(self._server.connections_by_listener().items()):
+            by_listener.add_metric([listener], count)
+        yield by_listener
+        counts = self._server.resp_counts
+        commands = CounterMetricFamily(
+            "minidb_resp_commands", "RESP commands by name and outcome (what INFO commandstats"
+            " shows): ok, error (an error reply), rejected (unknown, arity, not authenticated)",
+            labels=["command", "outcome"],
+        )
+        for name, calls in sorted(counts.calls.items()):
+            failed = counts.failed.get(name, 0)
+            commands.add_metric([name, "ok"], calls - failed)
+            if failed:
+                commands.add_metric([name, "error"], failed)
+        for name, rejected in sorted(counts.rejected.items()):
+            commands.add_metric([name, "rejected"], rejected)
+        yield commands
+        yield GaugeMetricFamily(
+            "minidb_watched_keys", "Keys some connection's WATCH is registered on",
+            self._server.owner.state.keyspace.statistics().watched_keys,
+        )
         accept = CounterMetricFamily(
             "minidb_accept_failures",
             "Failed accepts on the line port (resource: out of descriptors or memory)",

@@ -21,7 +21,7 @@ from minidb.server._resp_commands_meta import (
 from minidb.server._resp_errors import SYNTAX, one_line, text
 from minidb.server._resp_glob import glob_match
 from minidb.server._resp_info import ServerFacts, config_get, config_parameters
-from minidb.server._resp_types import OK, RespError, Result, SimpleString
+from minidb.server._resp_types import OK, ErrorReply, Result, Simple
 
 
 def _help(table: CommandTable, name: bytes) -> Result:
@@ -34,16 +34,18 @@ def config_command(argv: list[bytes], table: CommandTable, facts: ServerFacts) -
     """``CONFIG GET|SET|RESETSTAT|REWRITE|HELP``; the table has checked name and arity."""
     sub = argv[1].lower()
     if sub == b"get":
-        return dict(config_get(argv[2:], facts))
+        found: dict[Result, Result] = {}
+        found.update(config_get(argv[2:], facts).items())
+        return found
     if sub == b"set":
         return _config_set(argv, config_parameters(facts))
     if sub == b"resetstat":
-        return RespError(
+        return ErrorReply(
             "ERR CONFIG RESETSTAT is not supported: minidb's counters only grow "
             "(they feed Prometheus rates)"
         )
     if sub == b"rewrite":
-        return RespError("ERR The server is running without a config file")
+        return ErrorReply("ERR The server is running without a config file")
     return _help(table, b"config")
 
 
@@ -102,7 +104,7 @@ def _command_list(table: CommandTable, argv: list[bytes]) -> Result:
     if kind == b"pattern":
         chosen = [s for s in every if glob_match(arg, s.name.encode())]
     elif kind == b"aclcat":
-        category = SimpleString("@" + text(arg).lower())
+        category = Simple("@" + text(arg).lower())
         chosen = [s for s in every if category in s.acl_categories()]
     elif kind == b"module":
         chosen = []  # no modules

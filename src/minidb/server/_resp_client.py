@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from minidb.server._resp_commands_meta import help_lines
 from minidb.server._resp_errors import BAD_CLIENT_NAME, SYNTAX, one_line, printable, text
-from minidb.server._resp_types import OK, RespError, Result, Verbatim, parse_integer
+from minidb.server._resp_types import OK, ErrorReply, Result, Verbatim, parse_integer
 
 if TYPE_CHECKING:
     from minidb.server._resp_session import RespSession, SessionEnv
@@ -69,7 +69,7 @@ def client_command(session: RespSession, argv: list[bytes], env: SessionEnv) -> 
     if sub == b"setinfo":
         return _setinfo(session, argv[2], argv[3])
     if sub == b"info":
-        return Verbatim((client_info_line(session, env.unix_time()) + "\n").encode())
+        return Verbatim(client_info_line(session, env.unix_time()) + "\n")
     if sub == b"list":
         return _list(argv, env)
     if sub in (b"no-evict", b"no-touch", b"reply", b"tracking"):
@@ -108,14 +108,14 @@ def _list(argv: list[bytes], env: SessionEnv) -> Result:
     elif len(argv) > 3 and argv[2].lower() == b"id":
         ids = [parse_integer(arg) for arg in argv[3:]]
         if None in ids:
-            return RespError("ERR Invalid client ID")
+            return ErrorReply("ERR Invalid client ID")
         # Redis answers in the order asked, once per id given; a dict keeps this linear.
         by_id = {s.id: s for s in sessions}
         sessions = [by_id[i] for i in ids if i in by_id]
     elif len(argv) != 2:
         return SYNTAX
     now = env.unix_time()
-    return Verbatim("".join(client_info_line(s, now) + "\n" for s in sessions).encode())
+    return Verbatim("".join(client_info_line(s, now) + "\n" for s in sessions))
 
 
 def _switch(session: RespSession, sub: bytes, argv: list[bytes]) -> Result:
@@ -124,13 +124,13 @@ def _switch(session: RespSession, sub: bytes, argv: list[bytes]) -> Result:
         if mode == b"off" and len(argv) == 3:
             return OK
         if mode in (b"on", b"off"):
-            return RespError("ERR client-side caching (CLIENT TRACKING) is not supported")
+            return ErrorReply("ERR client-side caching (CLIENT TRACKING) is not supported")
         return SYNTAX
     if sub == b"reply":
         if mode == b"on":
             return OK
         if mode in (b"off", b"skip"):
-            return RespError("ERR CLIENT REPLY OFF and SKIP are not supported")
+            return ErrorReply("ERR CLIENT REPLY OFF and SKIP are not supported")
         return SYNTAX
     if mode not in (b"on", b"off"):
         return SYNTAX

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from minidb.server._resp_types import Result, SimpleString
+from minidb.server._resp_types import Result, Simple
 
 MAX_COMMAND_NAME_BYTES = 64
 """Longer names are never looked up (every real one is under 32 bytes)."""
@@ -68,7 +68,7 @@ class CommandSpec:
         if "admin" in self.flags:
             cats += ["admin", "dangerous"]
         cats.append("fast" if "fast" in self.flags else "slow")
-        return [SimpleString("@" + c) for c in dict.fromkeys(cats)]
+        return [Simple("@" + c) for c in dict.fromkeys(cats)]
 
 
 def _spec(name: str, arity: int, flags: str, **kw: object) -> CommandSpec:
@@ -274,6 +274,39 @@ DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
         summary="Determines the type of value stored at a key."),
     _spec("unlink", -2, "write fast", since="4.0.0", **_KN, **_KEYS,
         summary="Asynchronously deletes one or more keys."),
+    _spec("copy", -3, "write denyoom", since="6.2.0", first_key=1, last_key=2, key_step=1,
+        **_KEYS, summary="Copies the value of a key to a new key."),
+    _spec("expiretime", 2, "readonly fast", since="7.0.0", **_K1, **_KEYS,
+        summary="Returns the expiration time of a key as a Unix timestamp."),
+    _spec("flushall", -1, "write", group="server", categories=("keyspace", "dangerous"),
+        summary="Removes all keys from all databases."),
+    _spec("getex", -2, "write fast", since="6.2.0", **_K1, **_STR,
+        summary="Returns the string value of a key after setting its expiration time."),
+    _spec("getrange", 4, "readonly", since="2.4.0", **_K1, **_STR,
+        summary="Returns a substring of the string stored at a key."),
+    _spec("incrbyfloat", 3, "write denyoom fast", since="2.6.0", **_K1, **_STR,
+        summary=(
+            "Increment the floating point value of a key by a number. Uses 0 as initial "
+            "value if the key doesn't exist."
+        )),
+    _spec("msetnx", -3, "write denyoom", since="1.0.1", first_key=1, last_key=-1, key_step=2,
+        **_STR, summary=(
+            "Atomically modifies the string values of one or more keys only when all keys "
+            "don't exist."
+        )),
+    _spec("pexpiretime", 2, "readonly fast", since="7.0.0", **_K1, **_KEYS,
+        summary="Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    _spec("randomkey", 1, "readonly", **_KEYS,
+        summary="Returns a random key name from the database."),
+    _spec("rename", 3, "write", first_key=1, last_key=2, key_step=1, **_KEYS,
+        summary="Renames a key and overwrites the destination."),
+    _spec("renamenx", 3, "write fast", first_key=1, last_key=2, key_step=1, **_KEYS,
+        summary="Renames a key only when the target key name doesn't exist."),
+    _spec("setrange", 4, "write denyoom", since="2.2.0", **_K1, **_STR,
+        summary=(
+            "Overwrites a part of a string value with another by an offset. Creates the "
+            "key if it doesn't exist."
+        )),
 )  # fmt: skip
 """What the data engine is meant to run; the server passes the engine's table instead."""
 
@@ -334,7 +367,7 @@ def _key_specs(spec: CommandSpec) -> list[Result]:
     if spec.first_key <= 0:
         return []
     lastkey = spec.last_key - spec.first_key if spec.last_key >= 0 else spec.last_key
-    flags: list[Result] = [SimpleString("RW" if "write" in spec.flags else "RO")]
+    flags: list[Result] = [Simple("RW" if "write" in spec.flags else "RO")]
     return [
         {
             b"flags": flags,
@@ -354,7 +387,7 @@ def command_info(spec: CommandSpec | None) -> Result:
     return [
         spec.name.encode(),
         spec.arity,
-        [SimpleString(f) for f in spec.flags],
+        [Simple(f) for f in spec.flags],
         spec.first_key,
         spec.last_key,
         spec.key_step,
@@ -365,10 +398,10 @@ def command_info(spec: CommandSpec | None) -> Result:
     ]
 
 
-def command_docs(spec: CommandSpec) -> dict[bytes, Result]:
+def command_docs(spec: CommandSpec) -> dict[Result, Result]:
     """One value of ``COMMAND DOCS``: summary, since, group, subcommands (all bulk strings,
     which redis-cli asserts when it builds its help from this reply)."""
-    docs: dict[bytes, Result] = {}
+    docs: dict[Result, Result] = {}
     if spec.summary:
         docs[b"summary"] = spec.summary.encode()
     docs[b"since"] = spec.since.encode()
@@ -382,10 +415,10 @@ def help_lines(container: CommandSpec) -> list[Result]:
     """``<CONTAINER> HELP``: Redis's layout, listing the subcommands we serve."""
     name = container.name.upper()
     lines: list[Result] = [
-        SimpleString(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
+        Simple(f"{name} <subcommand> [<arg> [value] [opt] ...]. Subcommands are:")
     ]
     for sub in container.subcommands:
         word = sub.name.split("|", 1)[1].upper()
         if word != "HELP":
-            lines += [SimpleString(word), SimpleString("    " + sub.summary)]
-    return [*lines, SimpleString("HELP"), SimpleString("    Print this help.")]
+            lines += [Simple(word), Simple("    " + sub.summary)]
+    return [*lines, Simple("HELP"), Simple("    Print this help.")]

@@ -11,25 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minidb.server._resp_types import RespError
+from minidb.server._resp_types import ErrorReply
 
 MAX_ERROR_ECHO_BYTES = 128
 """How much of a client's command and arguments an error repeats (Redis's ``%.128s``)."""
 
-NOAUTH = RespError("NOAUTH Authentication required.")
-WRONGPASS = RespError("WRONGPASS invalid username-password pair or user is disabled.")
-SYNTAX = RespError("ERR syntax error")
-EXECABORT = RespError("EXECABORT Transaction discarded because of previous errors.")
-NO_PASSWORD = RespError(
+NOAUTH = ErrorReply("NOAUTH Authentication required.")
+WRONGPASS = ErrorReply("WRONGPASS invalid username-password pair or user is disabled.")
+SYNTAX = ErrorReply("ERR syntax error")
+EXECABORT = ErrorReply("EXECABORT Transaction discarded because of previous errors.")
+NO_PASSWORD = ErrorReply(
     "ERR AUTH <password> called without any password configured for the default user. "
     "Are you sure your configuration is correct?"
 )
-HELLO_NOAUTH = RespError(
+HELLO_NOAUTH = ErrorReply(
     "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
     "select the RESP protocol version at the same time"
 )
-BAD_CLIENT_NAME = RespError(
+BAD_CLIENT_NAME = ErrorReply(
     "ERR Client names cannot contain spaces, newlines or special characters."
 )
 
@@ -44,12 +44,12 @@ def printable(value: bytes) -> bool:
     return all(0x21 <= b <= 0x7E for b in value)
 
 
-def one_line(message: bytes) -> RespError:
+def one_line(message: bytes) -> ErrorReply:
     """An error from bytes that may hold client input: CR and LF become spaces."""
-    return RespError(text(message.replace(b"\r", b" ").replace(b"\n", b" ")))
+    return ErrorReply(text(message.replace(b"\r", b" ").replace(b"\n", b" ")))
 
 
-def unknown_command(argv: Sequence[bytes]) -> RespError:
+def unknown_command(argv: Sequence[bytes]) -> ErrorReply:
     """Redis's wording, byte for byte, trailing space included:
     ``ERR unknown command 'x', with args beginning with: 'a' 'b' ``."""
     args = b""
@@ -61,12 +61,12 @@ def unknown_command(argv: Sequence[bytes]) -> RespError:
     return one_line(b"ERR unknown command '" + name + b"', with args beginning with: " + args)
 
 
-def unknown_subcommand(argv: Sequence[bytes]) -> RespError:
+def unknown_subcommand(argv: Sequence[bytes]) -> ErrorReply:
     """``ERR unknown subcommand 'x'. Try CLIENT HELP.`` (the container as sent, upper-cased)."""
     sub = argv[1][:MAX_ERROR_ECHO_BYTES]
     return one_line(b"ERR unknown subcommand '" + sub + b"'. Try " + argv[0].upper() + b" HELP.")
 
 
-def wrong_arity(name: str) -> RespError:
+def wrong_arity(name: str) -> ErrorReply:
     """``name`` is the full name: ``get``, ``client|setname``."""
-    return RespError(f"ERR wrong number of arguments for '{name}' command")
+    return ErrorReply(f"ERR wrong number of arguments for '{name}' command")

@@ -252,14 +252,14 @@ def sections_for(args: Sequence[bytes]) -> tuple[str, ...]:
 _TITLES = {"cpu": "CPU", "commandstats": "Commandstats", "errorstats": "Errorstats"}
 
 
-def render_info(sections: Iterable[str], facts: ServerFacts, snap: InfoSnapshot) -> bytes:
+def render_info(sections: Iterable[str], facts: ServerFacts, snap: InfoSnapshot) -> str:
     """The text of ``INFO``."""
     blocks = []
     for name in sections:
         title = _TITLES.get(name, name.capitalize())
         lines = [f"# {title}", *_section(name, facts, snap)]
         blocks.append("".join(line + "\r\n" for line in lines))
-    return "\r\n".join(blocks).encode()
+    return "\r\n".join(blocks)
 
 
 # -- CONFIG GET ----------------------------------------------------------------------------

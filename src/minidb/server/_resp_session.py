@@ -56,15 +56,15 @@ from minidb.server._resp_types import (
     QUEUED,
     Action,
     Close,
+    ErrorReply,
     Forward,
     ForwardTransaction,
     ForwardWatch,
     NoReply,
     Reply,
     ReplyAndClose,
-    RespError,
     Result,
-    SimpleString,
+    Simple,
     TransactionCommand,
     Verbatim,
     WatchSet,
@@ -78,7 +78,7 @@ DEFAULT_USER = b"default"
 MAX_QUEUED_COMMANDS = 100_000
 """Commands one MULTI may queue. Redis bounds it only by memory; here the owner runs a whole
 transaction as one group, so its length is also how long every other client waits."""
-_TOO_LONG = RespError(f"ERR transaction too long: at most {MAX_QUEUED_COMMANDS} queued commands")
+_TOO_LONG = ErrorReply(f"ERR transaction too long: at most {MAX_QUEUED_COMMANDS} queued commands")
 _RUN_IN_MULTI = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _BUCKET = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _HTTP = frozenset({b"post", b"host:"})
@@ -171,6 +171,11 @@ class RespSession:
         return len(self._queue or ())
 
     @property
+    def rejected(self) -> int:
+        """Commands refused so far (unknown, wrong arity, not authenticated)."""
+        return self._rejected
+
+    @property
     def watched_keys(self) -> int:
         return len(self._watched)
 
@@ -219,7 +224,7 @@ class RespSession:
         result = _HANDLERS[spec.top](self, argv, env)
         return Reply(result, self.protocol)  # after the handler: HELLO 3 answers in RESP3
 
-    def _reject(self, error: RespError) -> Reply:
+    def _reject(self, error: ErrorReply) -> Reply:
         self._rejected += 1
         if self._queue is not None:
             self._doomed = True
@@ -235,7 +240,7 @@ class RespSession:
 
     def _exec(self, env: SessionEnv) -> Action:
         if self._queue is None:
-            return Reply(RespError("ERR EXEC without MULTI"), self.protocol)
+            return Reply(ErrorReply("ERR EXEC without MULTI"), self.protocol)
         doomed = self._doomed
         queue, watch = self._end_transaction()
         if doomed:
@@ -256,19 +261,19 @@ class RespSession:
 
     def _multi(self, argv: list[bytes], env: SessionEnv) -> Result:
         if self._queue is not None:
-            return RespError("ERR MULTI calls can not be nested")
+            return ErrorReply("ERR MULTI calls can not be nested")
         self._queue = []
         return OK
 
     def _discard(self, argv: list[bytes], env: SessionEnv) -> Result:
         if self._queue is None:
-            return RespError("ERR DISCARD without MULTI")
+            return ErrorReply("ERR DISCARD without MULTI")
         self._end_transaction()
         return OK
 
     def _watch_keys(self, argv: list[bytes]) -> Action:
         if self._queue is not None:
-            return Reply(RespError("ERR WATCH inside MULTI is not allowed"), self.protocol)
+            return Reply(ErrorReply("ERR WATCH inside MULTI is not allowed"), self.protocol)
         if self._watch is None:
             self._watch = WatchSet()
         self._watched.update((self.bucket, key) for key in argv[1:])
@@ -285,7 +290,7 @@ class RespSession:
 
     def _ping(self, argv: list[bytes], env: SessionEnv) -> Result:
         if len(argv) > 2:  # arity -1 admits it; Redis's pingCommand refuses it
-            return RespError("ERR wrong number of arguments for 'ping' command")
+            return ErrorReply("ERR wrong number of arguments for 'ping' command")
         return argv[1] if len(argv) == 2 else PONG
 
     def _echo(self, argv: list[bytes], env: SessionEnv) -> Result:
@@ -322,10 +327,10 @@ class RespSession:
         if len(argv) >= 2:
             parsed = parse_integer(argv[1])
             if parsed is None:
-                return RespError("ERR Protocol version is not an integer or out of range")
+                return ErrorReply("ERR Protocol version is not an integer or out of range")
             version = parsed
             if version not in (2, 3):
-                return RespError("NOPROTO unsupported protocol version")
+                return ErrorReply("NOPROTO unsupported protocol version")
             i = 2
         credentials: tuple[bytes, bytes] | None = None
         name: bytes | None = None
@@ -365,9 +370,9 @@ class RespSession:
         name = argv[1]
         number = parse_integer(name)
         if number is not None and number < 0:
-            return RespError("ERR DB index is out of range")
+            return ErrorReply("ERR DB index is out of range")
         if _BUCKET.fullmatch(name) is None:
-            return RespError(
+            return ErrorReply(
                 "ERR DB index is out of range: a database is a number or a bucket name of "
                 f"1-{MAX_NAME_CHARS} characters from [A-Za-z0-9_.:/-]"
             )
@@ -381,7 +386,7 @@ class RespSession:
         self.authenticated = self.config.password is None
         self.name = None
         self.no_evict = self.no_touch = False
-        return SimpleString("RESET")
+        return Simple("RESET")
 
     def _info(self, argv: list[bytes], env: SessionEnv) -> Result:
         return Verbatim(render_info(sections_for(argv[1:]), self.config.facts, env.snapshot()))

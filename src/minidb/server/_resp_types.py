@@ -1,27 +1,10 @@
 """What a RESP connection's session produces: reply values and the actions it asks for.
 
-Reply values are protocol-independent; the RESP codec turns them into RESP2 or RESP3 wire
-bytes according to the ``protocol`` each action carries:
-
-=================  ===========================  ==========================
-value              RESP3                        RESP2
-=================  ===========================  ==========================
-``bytes``          blob string ``$``            bulk string ``$``
-``int``            integer ``:``                integer ``:``
-``None``           null ``_``                   null bulk ``$-1``
-``list``           array ``*``                  array ``*``
-``dict``           map ``%``                    flat array of pairs ``*``
-``float``          double ``,``                 bulk string
-``bool``           boolean ``#``                integer 1/0
-``SimpleString``   simple string ``+``          simple string ``+``
-``RespError``      simple error ``-``           simple error ``-``
-``Verbatim``       verbatim string ``=``        bulk string ``$``
-``NULL_ARRAY``     null ``_``                   null array ``*-1``
-=================  ===========================  ==========================
-
-The first eight rows are the codec's own vocabulary; ``Verbatim`` and ``NULL_ARRAY`` exist
-because Redis answers INFO/CLIENT INFO with a verbatim string and an aborted EXEC with a null
-*array*, and a faithful RESP2 encoder needs to know which null it is writing.
+Reply values are the protocol layer's result vocabulary (``minidb.protocol._results``: bytes,
+int, None, list, dict, float, bool, ``Simple``, ``ErrorReply``, ``Verbatim``, ``NULL_ARRAY``),
+the same types the data commands answer with, so one ``RespEncoder`` writes both without a
+mapping layer. Redis answers INFO/CLIENT INFO with a verbatim string and an aborted EXEC with a
+null *array*, which is why those two are part of the vocabulary.
 
 Actions: ``RespSession.handle`` returns exactly one per command, and the connection carries it
 out in command order (replies leave in the order the commands arrived, whether answered
@@ -35,59 +18,44 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
-
-@dataclass(frozen=True, slots=True)
-class SimpleString:
-    """A status reply, ``+OK``; ``text`` is ASCII without CR or LF."""
-
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class RespError:
-    """An error reply; ``message`` starts with its code (``ERR``, ``NOAUTH``, ``WRONGPASS``)."""
-
-    message: str
-
-    @property
-    def code(self) -> str:
-        return self.message.split(" ", 1)[0]
-
-
-@dataclass(frozen=True, slots=True)
-class Verbatim:
-    """A verbatim string (RESP3 ``=``, format ``txt``); a plain bulk string in RESP2."""
-
-    text: bytes
-    format: str = "txt"
-
-
-class _NullArray:
-    """The null array of an aborted ``EXEC`` (``*-1`` in RESP2, ``_`` in RESP3)."""
-
-    _instance: _NullArray | None = None
-
-    def __new__(cls) -> _NullArray:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "NULL_ARRAY"
-
-
-NULL_ARRAY: Final = _NullArray()
-
-Result: TypeAlias = (
-    "bytes | int | float | bool | SimpleString | RespError | Verbatim | _NullArray"
-    " | list[Result] | dict[bytes, Result] | None"
+from minidb.protocol._results import (
+    NULL_ARRAY,
+    SIMPLE_OK,
+    SIMPLE_PONG,
+    SIMPLE_QUEUED,
+    ErrorReply,
+    Result,
+    Simple,
+    Verbatim,
 )
 
-OK: Final = SimpleString("OK")
-QUEUED: Final = SimpleString("QUEUED")
-PONG: Final = SimpleString("PONG")
+__all__ = [
+    "NULL_ARRAY",
+    "OK",
+    "PONG",
+    "QUEUED",
+    "Action",
+    "Close",
+    "ErrorReply",
+    "Forward",
+    "ForwardTransaction",
+    "ForwardWatch",
+    "NoReply",
+    "Reply",
+    "ReplyAndClose",
+    "Result",
+    "Simple",
+    "TransactionCommand",
+    "Verbatim",
+    "WatchSet",
+    "parse_integer",
+]
+
+OK = SIMPLE_OK
+QUEUED = SIMPLE_QUEUED
+PONG = SIMPLE_PONG
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -119,9 +87,13 @@ class NoReply:
     """Nothing to do: an empty command, or one that arrived after ``QUIT``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Forward:
-    """Run a data command on the data owner against ``bucket``; its result is the reply."""
+    """Run a data command on the data owner against ``bucket``; its result is the reply.
+
+    Not frozen, unlike the other actions: one is made per data command, and a frozen
+    dataclass's ``__init__`` (``object.__setattr__`` per field) costs several times more.
+    Nobody changes it after ``handle`` returns it."""
 
     argv: list[bytes]
     bucket: bytes

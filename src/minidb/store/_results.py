@@ -1,10 +1,9 @@
-"""Protocol-neutral results of a command, for the wire codecs to encode.
+"""What a command answers, and how a handler gives up with an error.
 
-A command returns one of: ``bytes`` (a bulk string), ``int``, ``None`` (null), ``list``
-(an array of results), ``dict`` (a map), ``float`` (a double), ``bool``, or one of the two small
-classes here: ``Simple`` (a simple status string such as ``+OK``) and ``ErrorReply`` (an error,
-``-ERR ...``). Both carry their text exactly as it goes on the wire after the type byte, so an
-encoder maps them with one format each and needs to know nothing about the commands.
+The results are the protocol layer's vocabulary (``minidb.protocol._results``), re-exported
+here so the commands read without reaching down a layer: ``bytes``, ``int``, ``None``,
+``list``, ``dict``, ``float``, ``bool``, ``Simple`` (``+OK``), ``ErrorReply`` (``-ERR ...``).
+The RESP encoder takes them as they are; there is no mapping layer between store and wire.
 
 ``CommandError`` is how a command handler gives up with an error: ``execute`` turns it into
 its ``ErrorReply``, so handlers can raise from deep in an argument parser.
@@ -12,30 +11,19 @@ its ``ErrorReply``, so handlers can raise from deep in an argument parser.
 
 from __future__ import annotations
 
-from typing import NamedTuple, TypeAlias
-
 from minidb.errors import StoreError
+from minidb.protocol._results import SIMPLE_OK as OK
+from minidb.protocol._results import SIMPLE_QUEUED as QUEUED
+from minidb.protocol._results import ErrorReply, Result, Simple
 
-
-class Simple(NamedTuple):
-    """A simple string reply (RESP ``+text``); ``text`` never contains CR or LF."""
-
-    text: str
-
-
-class ErrorReply(NamedTuple):
-    """An error reply (RESP ``-text``): ``text`` starts with its code, e.g. ``ERR syntax error``."""
-
-    text: str
-
-
-OK = Simple("OK")
-QUEUED = Simple("QUEUED")
-
-Result: TypeAlias = (
-    "bytes | int | float | bool | Simple | ErrorReply | list[Result] | dict[Result, Result] | None"
-)
-"""Anything a command can answer."""
+__all__ = [
+    "OK",
+    "QUEUED",
+    "CommandError",
+    "ErrorReply",
+    "Result",
+    "Simple",
+]
 
 
 class CommandError(StoreError):

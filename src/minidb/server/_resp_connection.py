@@ -1,0 +1,208 @@
+"""One RESP client connection: ``RespConnection``, the Redis protocol's part of ``Connection``.
+
+Everything a wire protocol shares (flow control, the in-flight bound, ordered replies, output
+bounds, timers, containment) is ``Connection``'s; this module adds the RESP decoder and the
+session in front of it.
+
+Theory of operation. ``Connection`` asks its decoder for at most N requests at a time.
+``RespRequests`` is that decoder: it frames commands with ``RespDecoder`` and passes each argv
+through the connection's ``RespSession`` there and then, in arrival order, so the session's
+state (protocol, bucket, auth, MULTI) is always that of the command being decided. What it
+returns per command is either
+
+- a ``RespRequest`` (a ``Forward``, ``ForwardWatch`` or ``ForwardTransaction``) for the owner,
+  which runs it with the server's ``RespExecutor``, or
+- the reply already encoded (a connection command, an error the session gave), which needs no
+  owner at all.
+
+``RespConnection._send`` cuts the list into runs: a run of owner requests becomes one batch for
+the mailbox, a run of local replies a batch that is answered already. Both join the
+connection's one ordered queue of batches, so a local reply leaves exactly in its place: after
+the owner's replies to the commands before it, before those of the commands after it. Local
+replies count towards the in-flight bound like any other, so a client pipelining thousands of
+PINGs is paused by TCP flow control like one pipelining GETs.
+
+Closing. ``QUIT`` is answered ``+OK`` and a protocol error ``-ERR Protocol error: ...``; in
+both cases the decoder stops there (pipelined commands after it are dropped unread, never run)
+and the connection drains: it closes once every reply before it, and it, are written. An HTTP
+request line sent to the port closes without a reply, as Redis does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from minidb.errors import UnavailableError
+from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
+from minidb.server._connection import Connection
+from minidb.server._hub import Hub
+from minidb.server._resp_executor import OwnerSide, RespExecutor, RespRequest, unwatch_request
+from minidb.server._resp_session import RespSession, SessionConfig, SessionEnv
+from minidb.server._resp_types import (
+    Close,
+    ErrorReply,
+    Forward,
+    ForwardTransaction,
+    ForwardWatch,
+    NoReply,
+    Reply,
+    ReplyAndClose,
+)
+from minidb.store import Batch
+
+BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
+"""A request the owner did not answer within ``--request-timeout`` (genuine overload)."""
+UNAVAILABLE_REPLY = b"-ERR store unavailable\r\n"
+
+_OWNER_ACTIONS = (Forward, ForwardWatch, ForwardTransaction)
+
+
+class RespContext:
+    """What every RESP connection of one listener shares."""
+
+    def __init__(
+        self,
+        config: SessionConfig,
+        executor: RespExecutor,
+        env: SessionEnv,
+        *,
+        max_bulk_bytes: int,
+        next_id: Callable[[], int],
+    ) -> None:
+        self.config = config
+        self.executor = executor
+        self.env = env
+        self.max_bulk_bytes = max_bulk_bytes
+        self.next_id = next_id
+
+
+class RespRequests:
+    """The ``Decoder`` a ``RespConnection`` drives: RESP framing, then the session's decision
+    per command (see the module docstring). Entries are ``RespRequest``s or encoded replies."""
+
+    def __init__(self, session: RespSession, side: OwnerSide, context: RespContext) -> None:
+        self.session = session
+        self.side = side
+        self._context = context
+        self._env = context.env
+        self._decoder = RespDecoder(max_bulk_bytes=context.max_bulk_bytes)
+        self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
+        self._held: list[list[bytes]] = []  # commands decoded by has_request, not yet decided
+        self.closing = False
+        """No more commands: QUIT, a protocol error, or an HTTP request was decided."""
+        self.protocol_error: RespProtocolError | None = None
+        self.watched = False
+        """A WATCH was sent to the owner: the keyspace may hold a watch of this connection."""
+
+    def receive(self, data: bytes) -> None:
+        if not self.closing:
+            self._decoder.feed(data)
+
+    def has_request(self) -> bool:
+        if self.closing:
+            return False
+        if not self._held:
+            try:
+                self._held = self._decoder.next_commands(1)
+            except RespProtocolError:
+                return True  # its error reply is a request to answer
+        return bool(self._held)
+
+    def discard_partial(self) -> None:
+        self._decoder = RespDecoder(max_bulk_bytes=self._context.max_bulk_bytes)
+
+    def next_requests(self, limit: int) -> list[Any]:
+        out: list[Any] = []
+        counts = self._context.executor.counts
+        session = self.session
+        while len(out) < limit and not self.closing:
+            commands = self._held
+            self._held = []
+            if not commands:
+                try:
+                    commands = self._decoder.next_commands(limit - len(out))
+                except RespProtocolError as exc:
+                    self.protocol_error = exc
+                    self.closing = True
+                    out.append(exc.reply)
+                    break
+                if not commands:
+                    break
+            for argv in commands:
+                rejected = session.rejected
+                action = session.handle(argv, self._env)
+                kind = type(action)
+                if kind in _OWNER_ACTIONS:
+                    out.append(RespRequest(action, self.side))  # type: ignore[arg-type]
+                    if kind is ForwardWatch:
+                        self.watched = True
+                elif kind is Reply or kind is ReplyAndClose:
+                    reply: Reply = action  # type: ignore[assignment]
+                    result = reply.result
+                    name = session.last_command
+                    if type(result) is ErrorReply and session.rejected != rejected:
+                        counts.reject(name, result)
+                    else:
+                        counts.count(name, result)
+                    out.append(self._encoders[reply.protocol].encode(result))
+                    if kind is ReplyAndClose:
+                        self.closing = True
+                        break
+                elif kind is Close:
+                    self.closing = True
+                    break
+                else:
+                    assert kind is NoReply, action
+        if self.closing:
+            self._held = []
+            self.discard_partial()
+        return out
+
+
+class RespConnection(Connection):
+    """A RESP client: ``RespRequests`` framing, ``RespExecutor`` batches, RESP refusals."""
+
+    busy_reply = BUSY_REPLY
+    unavailable_reply = UNAVAILABLE_REPLY
+    listener = "resp"
+
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, context: RespContext) -> None:
+        self._context = context
+        self._executor = context.executor
+        self.side = OwnerSide()
+        self.session = RespSession(context.next_id(), context.config)
+        self.requests_decoder = RespRequests(self.session, self.side, context)
+        super().__init__(hub, loop, self.requests_decoder)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        session = self.session
+        session.addr = _address(transport.get_extra_info("peername"))
+        session.laddr = _address(transport.get_extra_info("sockname"))
+        session.created_at = session.last_interaction = self._context.env.unix_time()
+        super().connection_made(transport)
+
+    def _take(self) -> None:
+        super()._take()
+        if self.requests_decoder.closing and not self._draining and not self._closed:
+            # QUIT, a protocol error or an HTTP request line: nothing after it is read, and
+            # the connection closes once what it owes is written (at once if nothing).
+            self.begin_drain()
+
+    def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
+        return Batch(requests, self, deadline, executor=self._executor)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.requests_decoder.watched:
+            # The keyspace holds this connection's watch: one last request forgets it. Sent
+            # past the room check (one request over capacity at most per closing connection).
+            batch = self._new_batch([unwatch_request(self.side)], self._loop.time())
+            with contextlib.suppress(UnavailableError):  # the owner is gone, the keyspace too
+                self._mailbox.put_nowait(batch)
+
+
+def _address(peer: object) -> str:
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")

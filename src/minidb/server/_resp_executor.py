@@ -1,0 +1,242 @@
+"""How the data owner runs a RESP connection's data commands: ``RespExecutor``.
+
+A RESP connection hands the owner batches of ``RespRequest``s (one per forwarded command: a
+``Forward``, a ``ForwardWatch`` or a ``ForwardTransaction`` its session decided on) together
+with the server's one ``RespExecutor``. The owner knows nothing of RESP: per request it calls
+``execute(state, request, journal, now_ms)`` and gets the reply in wire form; after a failed
+log write it asks ``is_write`` and answers writes with ``refusal``. The executor runs the store's
+command engine (``store._commands``) on the shared keyspace (``state.keyspace``) and encodes
+the result with the RESP encoder in the protocol the action carries (fixed when the session
+handled the command, so a pipelined ``HELLO 3`` does not change an earlier reply).
+
+Per-connection state the owner keeps. Each connection has one ``OwnerSide``: the store's
+``Session`` (selected bucket, protocol, the keyspace ``Watch``) and the session's ``WatchSet``
+that watch belongs to. Only the owner touches it. The RESP session never tells the owner about
+``UNWATCH``/``DISCARD``: it replaces its ``WatchSet`` instead, and the owner, on the next
+``WATCH`` or ``EXEC`` carrying a different (or no) ``WatchSet``, drops the stale keyspace watch
+first. A closing connection sends one last ``UNWATCH`` request (``unwatch_request``) so the
+keyspace forgets its keys.
+
+Write-ness comes from the command table's flags (``write``): a transaction is a write if any
+of its commands is. With ``journal`` None (the store is read-only, or a failed group is answered
+again) writes are refused and reads run against a scratch journal nobody logs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from minidb.protocol import ErrorReply, RespEncoder
+from minidb.protocol._results import Result
+from minidb.server._resp_types import Forward, ForwardTransaction, ForwardWatch, WatchSet
+from minidb.store import COMMANDS, OpJournal, Session, execute, execute_transaction
+from minidb.store._keyspace import Keyspace
+
+READ_ONLY_REASON = "read-only: the write-ahead log failed"
+"""What a write is refused with when the owner runs it with no journal."""
+
+_UNWATCH = [b"UNWATCH"]
+_SELECT = b"SELECT"
+_WRITES = frozenset(name for name, cmd in COMMANDS.items() if "write" in cmd.flags)
+
+
+class HasKeyspace(Protocol):
+    """The owner's state as the executor uses it: the one shared keyspace."""
+
+    @property
+    def keyspace(self) -> Keyspace: ...
+
+
+@dataclass(eq=False, slots=True)
+class OwnerSide:
+    """One connection's state on the owner's side; only the owner reads or writes it."""
+
+    session: Session = field(default_factory=Session)
+    token: WatchSet | None = None
+    """The RESP session's ``WatchSet`` that ``session.watch`` was registered for."""
+
+
+class RespRequest:
+    """One forwarded command of one connection, as the owner receives it."""
+
+    __slots__ = ("action", "side")
+
+    def __init__(
+        self, action: Forward | ForwardWatch | ForwardTransaction | None, side: OwnerSide
+    ) -> None:
+        self.action = action
+        self.side = side
+
+    @property
+    def verb(self) -> str:
+        """The command's name in upper case (metrics of refused requests)."""
+        action = self.action
+        if type(action) is Forward:
+            return action.argv[0].decode("ascii", "replace").upper()
+        if action is None:
+            return "UNWATCH"
+        return "WATCH" if type(action) is ForwardWatch else "EXEC"
+
+
+class CommandCounts:
+    """Calls, failed calls and rejections per command name (lower case), what ``INFO
+    commandstats`` shows and ``/metrics`` exports."""
+
+    def __init__(self) -> None:
+        self.raw_calls: dict[bytes, int] = {}
+        """Data commands run, by the name as the client sent it (any case)."""
+        self._calls: dict[str, int] = {}
+        self.failed: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}
+        """Refused before running: unknown, wrong arity, not authenticated."""
+        self.errors: dict[str, int] = {}
+        """Error replies by code (``ERR``, ``WRONGTYPE``...)."""
+
+    @property
+    def calls(self) -> dict[str, int]:
+        """Calls by lower-case name, data and connection commands together."""
+        out = dict(self._calls)
+        for raw, count in self.raw_calls.items():
+            name = raw.lower().decode("ascii", "replace")
+            out[name] = out.get(name, 0) + count
+        return out
+
+    def count(self, name: str, result: Result) -> None:
+        self._calls[name] = self._calls.get(name, 0) + 1
+        if type(result) is ErrorReply:
+            self.failed[name] = self.failed.get(name, 0) + 1
+            self.error(result)
+
+    def failure(self, raw_name: bytes, error: ErrorReply) -> None:
+        """A data command counted in ``raw_calls`` answered an error."""
+        name = raw_name.lower().decode("ascii", "replace")
+        self.failed[name] = self.failed.get(name, 0) + 1
+        self.error(error)
+
+    def reject(self, name: str, error: ErrorReply) -> None:
+        self.rejected[name] = self.rejected.get(name, 0) + 1
+        self.error(error)
+
+    def error(self, error: ErrorReply) -> None:
+        code = error.code
+        self.errors[code] = self.errors.get(code, 0) + 1
+
+
+class RespExecutor:
+    """Runs RESP data commands for the owner (the ``store.Executor`` contract)."""
+
+    def __init__(self, counts: CommandCounts | None = None) -> None:
+        self.counts = counts if counts is not None else CommandCounts()
+        self._raw_calls = self.counts.raw_calls
+        self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
+
+    def execute(
+        self, state: HasKeyspace, request: RespRequest, journal: OpJournal | None, now_ms: int
+    ) -> bytes:
+        """Run ``request`` on ``state.keyspace``; its reply in wire form."""
+        action = request.action
+        if journal is None:
+            if self.is_write(request):
+                return self.refusal(request, READ_ONLY_REASON)
+            journal = OpJournal()  # reads may expire keys lazily; nobody logs this one
+        ks = state.keyspace
+        side = request.side
+        session = side.session
+        kind = type(action)
+        if action is None:  # the connection closed: forget its watch
+            self._drop_watch(ks, side, journal, now_ms)
+            return b""
+        if kind is Forward:
+            forward: Forward = action  # type: ignore[assignment]
+            session.bucket = forward.bucket
+            session.protocol = forward.protocol
+            argv = forward.argv
+            result = execute(ks, session, argv, journal, now_ms)
+            # Counted under the name as sent (one dict update, no lower() or decode per
+            # command); CommandCounts folds the case when it is read.
+            calls = self._raw_calls
+            calls[argv[0]] = calls.get(argv[0], 0) + 1
+            if type(result) is ErrorReply:
+                self.counts.failure(argv[0], result)
+            return self._encoders[forward.protocol].encode(result)
+        if kind is ForwardWatch:
+            watch: ForwardWatch = action  # type: ignore[assignment]
+            if side.token is not watch.watch:
+                self._drop_watch(ks, side, journal, now_ms)
+                side.token = watch.watch
+            session.bucket = watch.bucket
+            result = execute(ks, session, [b"WATCH", *watch.keys], journal, now_ms)
+            self.counts.count("watch", result)
+            return self._encoders[watch.protocol].encode(result)
+        transaction: ForwardTransaction = action  # type: ignore[assignment]
+        result = self._transaction(ks, side, transaction, journal, now_ms)
+        self.counts.count("exec", result)
+        return self._encoders[transaction.protocol].encode(result)
+
+    def _transaction(
+        self,
+        ks: Keyspace,
+        side: OwnerSide,
+        action: ForwardTransaction,
+        journal: OpJournal,
+        now_ms: int,
+    ) -> Result:
+        if action.watch is None or action.watch is not side.token:
+            self._drop_watch(ks, side, journal, now_ms)
+        side.token = None  # execute_transaction consumes the watch either way
+        session = side.session
+        session.protocol = action.protocol
+        # A SELECT queued inside MULTI gave the later commands another bucket: the store's own
+        # SELECT switches between them, and its OK is not part of the EXEC reply.
+        queued: list[list[bytes]] = []
+        selects: list[int] = []
+        if action.commands:
+            session.bucket = bucket = action.commands[0].bucket
+            for command in action.commands:
+                if command.bucket != bucket:
+                    bucket = command.bucket
+                    selects.append(len(queued))
+                    queued.append([_SELECT, bucket])
+                queued.append(command.argv)
+        results = execute_transaction(ks, session, queued, journal, now_ms)
+        if results is not None and selects:
+            skip = set(selects)
+            results = [r for i, r in enumerate(results) if i not in skip]
+        return action.assemble(results)
+
+    def _drop_watch(self, ks: Keyspace, side: OwnerSide, journal: OpJournal, now_ms: int) -> None:
+        if side.session.watch is not None:
+            execute(ks, side.session, _UNWATCH, journal, now_ms)
+        side.token = None
+
+    def is_write(self, request: RespRequest) -> bool:
+        """Whether ``request`` may change the keyspace (the command table's ``write`` flag)."""
+        action = request.action
+        kind = type(action)
+        if kind is Forward:
+            return action.argv[0].lower() in _WRITES  # type: ignore[union-attr]
+        if kind is ForwardTransaction:
+            return any(c.argv[0].lower() in _WRITES for c in action.commands)  # type: ignore[union-attr]
+        return False
+
+    def refusal(self, request: RespRequest, reason: str) -> bytes:
+        """``-ERR <reason>`` for ``request``, counted as a failed call of its command."""
+        error = ErrorReply("ERR " + reason.replace("\r", " ").replace("\n", " "))
+        self.counts.count(request.verb.lower(), error)
+        return error.wire
+
+
+def unwatch_request(side: OwnerSide) -> RespRequest:
+    """The request a closing connection sends so the keyspace forgets its WATCH (its reply,
+    empty, goes nowhere)."""
+    return RespRequest(None, side)
+
+
+__all__ = [
+    "CommandCounts",
+    "OwnerSide",
+    "RespExecutor",
+    "RespRequest",
+    "unwatch_request",
+]
