@@ -1,9 +1,13 @@
-"""Records in every phase of the task state machine, for the batch tests."""
+"""Records in every phase of the task state machine, and stores on both backends with a
+settable clock, for the batch tests."""
 
 from __future__ import annotations
 
+import pytest
+
 from minidb.batch import _machine as m
 from minidb.batch._model import TaskError, TaskRecord, new_record
+from tests.objstore.conftest import file_store, proxy, s3_store, s3rig  # noqa: F401
 
 T0 = 1_764_585_000_000
 """A fixed Unix time in milliseconds (2025-12-01T10:30:00Z); tests pass time explicitly."""
@@ -52,3 +56,31 @@ def in_phase(phase: str) -> TaskRecord:
 
 
 PHASES_ALL = ("created", "queued", "running", "cancelling", "succeeded", "failed", "cancelled")
+
+
+# --- stores for the queue shell: both backends, as in tests/objstore ------------------------
+
+
+class Clock:
+    """A settable wall clock in Unix milliseconds, for ``TaskQueue(clock=...)``."""
+
+    def __init__(self, now_ms: int = T0) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, seconds: float) -> None:
+        self.now_ms += round(seconds * 1000)
+
+
+@pytest.fixture(params=["file", "s3"])
+def store(request: pytest.FixtureRequest) -> object:
+    """An empty object store on each backend (S3: moto through the fault proxy)."""
+    return request.getfixturevalue("file_store" if request.param == "file" else "s3_store")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A wall clock that only moves when the test says so."""
+    return Clock()
