@@ -8,6 +8,7 @@ import pytest
 from minidb.batch import _machine as m
 from minidb.batch._model import TaskError, TaskRecord, new_record
 from tests.objstore.conftest import file_store, proxy, s3_store, s3rig  # noqa: F401
+from tests.server.conftest import serve  # noqa: F401
 
 T0 = 1_764_585_000_000
 """A fixed Unix time in milliseconds (2025-12-01T10:30:00Z); tests pass time explicitly."""

@@ -12,7 +12,13 @@ import pytest
 from minidb.batch import _keys
 from minidb.batch._errors import IllegalTransition, LeaseLost, TaskNotFound
 from minidb.batch._model import OutputFile, Progress, TaskError, decode, encode
-from minidb.batch._queue import TRANSIENT_CAP_S, TRANSIENT_TRIES, Claim, TaskQueue
+from minidb.batch._queue import (
+    STALE_MARKER_AGE_MS,
+    TRANSIENT_CAP_S,
+    TRANSIENT_TRIES,
+    Claim,
+    TaskQueue,
+)
 from minidb.objstore import AmbiguousWrite, ObjectStore, PreconditionFailed, TransientError
 from tests.objstore.faultproxy import Action, FaultProxy, Rule
 
@@ -314,6 +320,9 @@ async def test_stale_markers_are_deleted_the_live_one_kept(
     orphan = _keys.marker_key(clock() - 1, "01KBCQCK20JZ7R9YTJGD1AH5T3", "00000000000000bb")
     await store.put_if_absent(extra, b"")
     await store.put_if_absent(orphan, b"")
+    young = await queue.take(extra, worker="w-1")
+    assert (young.action, young.recheck_ms) == ("busy", None)
+    clock.advance(STALE_MARKER_AGE_MS / 1000)
     assert (await queue.take(extra, worker="w-1")).action == "deleted"
     assert (await queue.take(orphan, worker="w-1")).action == "deleted"
     claim = await _claim(queue)
@@ -328,6 +337,28 @@ async def test_stale_markers_are_deleted_the_live_one_kept(
     assert done.queue_marker == live
     assert (await queue.take(live, worker="w-2")).action == "deleted"
     assert await _markers(store) == []
+
+
+async def test_a_marker_whose_cas_is_in_flight_is_not_deleted(
+    store: ObjectStore, clock: Clock
+) -> None:
+    """A poll between an enqueue's marker create and its CAS leaves the young marker alone,
+    so the task is claimable once the CAS lands (deleting it would strand a queued task)."""
+    queue = TaskQueue(store, clock=clock)
+    record = await queue.create("alice", "sleep", {"seconds": 0})
+    original = queue._create_marker
+    taken: list[str] = []
+
+    async def create_then_poll(key: str) -> None:
+        await original(key)
+        taken.append((await queue.take(key, worker="w-0")).action)
+
+    queue._create_marker = create_then_poll  # type: ignore[method-assign]
+    await queue.submit(record.id)
+    queue._create_marker = original  # type: ignore[method-assign]
+    assert taken == ["busy"]
+    claim = await queue.claim_next(worker="w-1")
+    assert claim is not None and claim.task_id == record.id
 
 
 # --- ambiguous outcomes ---------------------------------------------------------------------

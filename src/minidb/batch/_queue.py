@@ -72,6 +72,11 @@ POLL_LIMIT = 50
 """Markers one poll LISTs (S3 MaxKeys): the due head of the queue."""
 SHUFFLE_HEAD = 8
 """The first this many due markers are shuffled so racing workers try different tasks first."""
+STALE_MARKER_AGE_MS = 60_000
+"""A marker its task's record does not name is deleted only once it has been due this long,
+in milliseconds: until then it may be the marker of an enqueue whose CAS is still in flight
+(the marker is created first). Far longer than any CAS takes; until then such a marker is
+re-read on every poll (a GET), which only a crash between marker and CAS makes last."""
 LIST_LIMIT_MAX = 100
 """Largest page of a user's task list."""
 LEASE_ID_BYTES = 16
@@ -162,6 +167,10 @@ class TaskQueue:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._stats = QueueStatistics()
+
+    def now_ms(self) -> int:
+        """The queue's wall clock, in Unix milliseconds (leases are compared on it)."""
+        return self._clock()
 
     def statistics(self) -> QueueStatistics:
         """A copy of the counters."""
@@ -372,17 +381,23 @@ class TaskQueue:
         """Handle one due marker: delete it if stale, claim a queued task, take over an
         expired lease, or report when a live lease is worth looking at again."""
         try:
-            task_id = _keys.parse_marker_key(marker).task_id
+            due_ms, task_id, _nonce = _keys.parse_marker_key(marker)
         except InvalidTaskId:
             return MarkerResult(marker, "lost")  # not one of ours: leave it alone
         stored = await self._read(task_id)
         record = None if stored is None else stored.record
+        now = self._clock()
+        # Not (yet) named: an enqueue creates its marker *before* the CAS that names it, so a
+        # young one may belong to a CAS in flight (read it again on the next poll); only an
+        # old one is surely stale.
+        young = now < due_ms + STALE_MARKER_AGE_MS
+        if record is not None and record.queue_marker != marker and young:
+            return MarkerResult(marker, "busy")
         if record is None or record.queue_marker != marker or record.state in TERMINAL:
             await self._delete_marker(marker)
             return MarkerResult(marker, "deleted")
         if record.state == "created":
             return MarkerResult(marker, "busy")
-        now = self._clock()
         if record.state == "running" and not m.lease_expired(record, now, grace_s=grace_s):
             assert record.lease is not None
             return MarkerResult(
