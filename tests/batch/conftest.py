@@ -3,10 +3,15 @@ settable clock, for the batch tests."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
 import pytest
 
 from minidb.batch import _machine as m
 from minidb.batch._model import TaskError, TaskRecord, new_record
+from minidb.batch._queue import TaskQueue
 from tests.objstore.conftest import file_store, proxy, s3_store, s3rig  # noqa: F401
 from tests.server.conftest import serve  # noqa: F401
 
@@ -85,3 +90,45 @@ def store(request: pytest.FixtureRequest) -> object:
 def clock() -> Clock:
     """A wall clock that only moves when the test says so."""
     return Clock()
+
+
+# --- helpers of the worker and scenario tests -----------------------------------------------
+
+WAIT_S = 30.0
+"""How long ``until`` waits for a task to reach a state, in seconds."""
+
+
+async def until(
+    queue: TaskQueue, task_id: str, done: Callable[[TaskRecord], bool], timeout: float = WAIT_S
+) -> TaskRecord:
+    """Re-read the task until ``done(record)``; fail the test (showing it) after ``timeout``."""
+    record = await queue.get(task_id)
+    try:
+        async with asyncio.timeout(timeout):
+            while not done(record):
+                await asyncio.sleep(0.05)
+                record = await queue.get(task_id)
+    except TimeoutError:
+        pytest.fail(f"task did not get there in {timeout} s: {record}")
+    return record
+
+
+def terminal(record: TaskRecord) -> bool:
+    """Whether the task has ended."""
+    return record.state in ("succeeded", "failed", "cancelled")
+
+
+async def _one_chunk(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def submit_task(
+    queue: TaskQueue, task_type: str, params: dict[str, Any], *, data: bytes | None = None,
+    max_attempts: int = 3,
+) -> str:
+    """Create alice's task (with ``data`` as its input), submit it, return its id."""
+    record = await queue.create("alice", task_type, params, max_attempts=max_attempts)
+    if data is not None:
+        await queue.put_input(record.id, _one_chunk(data))
+    await queue.submit(record.id, needs_input=data is not None)
+    return record.id

@@ -3,24 +3,24 @@ subprocess, both backends, short leases; every wait has a deadline."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from minidb.batch._model import TaskRecord
 from minidb.batch._queue import TaskQueue
 from minidb.objstore import FileStore, ObjectStore
 from tests.objstore.conftest import S3Rig
 from tests.objstore.s3rig import ACCESS_KEY, REGION, SECRET_KEY
 from tests.server.conftest import ServeFactory
+
+from .conftest import submit_task, terminal, until
 
 pytestmark = pytest.mark.minidb_loop
 
@@ -103,42 +103,20 @@ def queue(backend: Any) -> Iterator[TaskQueue]:
     yield TaskQueue(backend[0])
 
 
-async def _until(queue: TaskQueue, task_id: str, done: Callable[[TaskRecord], bool],
-                 timeout: float = DEADLINE_S) -> TaskRecord:
-    record = await queue.get(task_id)
-    try:
-        async with asyncio.timeout(timeout):
-            while not done(record):
-                await asyncio.sleep(0.05)
-                record = await queue.get(task_id)
-    except TimeoutError:
-        pytest.fail(f"task did not get there in {timeout} s: {record}")
-    return record
 
 
-def _terminal(record: TaskRecord) -> bool:
-    return record.state in ("succeeded", "failed", "cancelled")
 
 
-async def _chunks(data: bytes) -> AsyncIterator[bytes]:
-    yield data
 
 
-async def _submit(queue: TaskQueue, task_type: str, params: dict[str, Any],
-                  data: bytes | None = None, max_attempts: int = 3) -> str:
-    record = await queue.create("alice", task_type, params, max_attempts=max_attempts)
-    if data is not None:
-        await queue.put_input(record.id, _chunks(data))
-    await queue.submit(record.id, needs_input=data is not None)
-    return record.id
 
 
 async def test_racing_workers_run_each_task_once(workers: Workers, queue: TaskQueue) -> None:
     """Three worker processes drain twelve tasks: each succeeds on attempt 1."""
     for i in range(3):
         workers.start(f"w-{i}")
-    ids = [await _submit(queue, "sleep", {"seconds": 0.05}) for _ in range(12)]
-    records = [await _until(queue, task_id, _terminal) for task_id in ids]
+    ids = [await submit_task(queue, "sleep", {"seconds": 0.05}) for _ in range(12)]
+    records = [await until(queue, task_id, terminal) for task_id in ids]
     assert [(r.state, r.attempt) for r in records] == [("succeeded", 1)] * 12
     assert len({r.attempts[0].worker for r in records}) >= 1
 
@@ -146,12 +124,12 @@ async def test_racing_workers_run_each_task_once(workers: Workers, queue: TaskQu
 async def test_kill_9_mid_task_is_taken_over(workers: Workers, queue: TaskQueue) -> None:
     """A worker killed -9 mid-task loses it on lease expiry; attempt 2 runs on another."""
     first = workers.start("w-doomed")
-    task_id = await _submit(queue, "sleep", {"seconds": 1})
-    await _until(queue, task_id, lambda r: r.state == "running")
+    task_id = await submit_task(queue, "sleep", {"seconds": 1})
+    await until(queue, task_id, lambda r: r.state == "running")
     first.kill()
     first.wait(timeout=10)
     workers.start("w-heir")
-    record = await _until(queue, task_id, _terminal)
+    record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("succeeded", 2)
     assert record.attempts[0].outcome == "lease_expired"
     assert record.attempts[1].worker == "w-heir"
@@ -162,8 +140,8 @@ async def test_sigterm_releases_without_spending_an_attempt(
 ) -> None:
     """SIGTERM to a worker mid-task releases it (attempt not spent) and exits 0."""
     proc = workers.start("w-1")
-    task_id = await _submit(queue, "sleep", {"seconds": 60}, max_attempts=1)
-    await _until(queue, task_id, lambda r: r.state == "running")
+    task_id = await submit_task(queue, "sleep", {"seconds": 60}, max_attempts=1)
+    await until(queue, task_id, lambda r: r.state == "running")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=DEADLINE_S) == 0
     record = await queue.get(task_id)
@@ -175,13 +153,13 @@ async def test_sigstop_past_the_lease_is_fenced(workers: Workers, queue: TaskQue
     """A worker stopped past its lease is taken over; continued, it cannot write, and the
     task ends with the second attempt's success."""
     stalled = workers.start("w-stalled")
-    task_id = await _submit(queue, "sleep", {"seconds": 1.5})
-    await _until(queue, task_id, lambda r: r.state == "running")
+    task_id = await submit_task(queue, "sleep", {"seconds": 1.5})
+    await until(queue, task_id, lambda r: r.state == "running")
     stalled.send_signal(signal.SIGSTOP)
     workers.start("w-2")
-    await _until(queue, task_id, lambda r: r.attempt == 2)
+    await until(queue, task_id, lambda r: r.attempt == 2)
     stalled.send_signal(signal.SIGCONT)
-    record = await _until(queue, task_id, _terminal)
+    record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("succeeded", 2)
     assert record.attempts[0].outcome == "lease_expired"
     assert record.output is not None and record.output.attempt == 2
@@ -191,18 +169,18 @@ async def test_sigstop_past_the_lease_is_fenced(workers: Workers, queue: TaskQue
 async def test_cancel_while_running(workers: Workers, queue: TaskQueue) -> None:
     """A cancel of a running task ends it cancelled through the worker."""
     workers.start("w-1")
-    task_id = await _submit(queue, "sleep", {"seconds": 60})
-    await _until(queue, task_id, lambda r: r.state == "running")
+    task_id = await submit_task(queue, "sleep", {"seconds": 60})
+    await until(queue, task_id, lambda r: r.state == "running")
     await queue.cancel(task_id)
-    record = await _until(queue, task_id, _terminal)
+    record = await until(queue, task_id, terminal)
     assert record.state == "cancelled" and record.attempts[-1].outcome == "cancelled"
 
 
 async def test_max_attempts_with_a_failing_type(workers: Workers, queue: TaskQueue) -> None:
     """A type that always fails retryably ends failed after --max-attempts (2) attempts."""
     workers.start("w-1", "--max-attempts", "2")
-    task_id = await _submit(queue, "sleep", {"seconds": 0, "fail": "retryable"}, max_attempts=5)
-    record = await _until(queue, task_id, _terminal)
+    task_id = await submit_task(queue, "sleep", {"seconds": 0, "fail": "retryable"}, max_attempts=5)
+    record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("failed", 2)
 
 
@@ -211,13 +189,13 @@ async def test_import_export_and_restart(workers: Workers, queue: TaskQueue) -> 
     a new task still runs (all state is in the store)."""
     proc = workers.start("w-1")
     data = b"bucket,key,value\ns,a,=SUM(1)\ns,b,ok\ns,bad key,x\n"
-    imported = await _until(queue, await _submit(queue, "csv_import", {}, data), _terminal)
+    imported = await until(queue, await submit_task(queue, "csv_import", {}, data=data), terminal)
     assert imported.result == {"rows": 3, "ok": 2, "failed": 1}
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=DEADLINE_S) == 0
     workers.start("w-again")
-    exported = await _until(queue, await _submit(queue, "csv_export", {"bucket": "s"}),
-                            _terminal)
+    exported = await until(queue, await submit_task(queue, "csv_export", {"bucket": "s"}),
+                            terminal)
     assert exported.state == "succeeded" and exported.result == {"rows": 2}
 
 

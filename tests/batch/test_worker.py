@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from minidb.batch import _keys
 from minidb.batch._backoff import IdlePoll, RetryBackoff
-from minidb.batch._model import TaskRecord
 from minidb.batch._queue import TaskQueue
 from minidb.batch._worker import Worker, WorkerConfig
 from minidb.client import Client
 from minidb.objstore import ObjectStore
 from tests.server.conftest import ServeFactory
+
+from .conftest import submit_task, terminal, until
 
 pytestmark = pytest.mark.minidb_loop
 
@@ -34,8 +35,6 @@ def _config(worker_id: str = "w-1", **changes: Any) -> WorkerConfig:
     return WorkerConfig(**settings)
 
 
-async def _chunks(data: bytes) -> AsyncIterator[bytes]:
-    yield data
 
 
 class Running:
@@ -56,31 +55,10 @@ class Running:
             await self.task
 
 
-async def _until(
-    queue: TaskQueue, task_id: str, done: Callable[[TaskRecord], bool]
-) -> TaskRecord:
-    record = await queue.get(task_id)
-    try:
-        async with asyncio.timeout(DEADLINE_S):
-            while not done(record):
-                await asyncio.sleep(0.05)
-                record = await queue.get(task_id)
-    except TimeoutError:
-        pytest.fail(f"task did not get there in {DEADLINE_S} s: {record}")
-    return record
 
 
-def _terminal(record: TaskRecord) -> bool:
-    return record.state in ("succeeded", "failed", "cancelled")
 
 
-async def _submit(queue: TaskQueue, task_type: str, params: dict[str, Any], *,
-                  data: bytes | None = None, max_attempts: int = 3) -> str:
-    record = await queue.create("alice", task_type, params, max_attempts=max_attempts)
-    if data is not None:
-        await queue.put_input(record.id, _chunks(data))
-    await queue.submit(record.id, needs_input=data is not None)
-    return record.id
 
 
 @pytest.fixture
@@ -102,8 +80,8 @@ async def test_sleep_succeeds_with_heartbeats(store: ObjectStore, minidb: tuple[
     """A sleep task longer than a heartbeat runs once, heartbeats, and succeeds."""
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)) as worker:
-        task_id = await _submit(queue, "sleep", {"seconds": 0.8})
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "sleep", {"seconds": 0.8})
+        record = await until(queue, task_id, terminal)
     assert record.state == "succeeded" and record.attempt == 1
     assert worker.statistics().heartbeats >= 1
     assert (await store.list(prefix=_keys.QUEUE_PREFIX)).entries == ()
@@ -115,8 +93,8 @@ async def test_retryable_failure_ends_failed_after_max_attempts(
     """A type that always fails retryably runs exactly max_attempts times, with backoff."""
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)):
-        task_id = await _submit(queue, "sleep", {"seconds": 0, "fail": "retryable"})
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "sleep", {"seconds": 0, "fail": "retryable"})
+        record = await until(queue, task_id, terminal)
     assert record.state == "failed" and record.attempt == 3
     assert [a.outcome for a in record.attempts] == ["failed"] * 3
     assert record.error is not None and record.error.code == "sleep_failed"
@@ -128,8 +106,8 @@ async def test_permanent_failure_is_not_retried(
     """A permanent failure ends the task on attempt 1."""
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)):
-        task_id = await _submit(queue, "sleep", {"seconds": 0, "fail": "permanent"})
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "sleep", {"seconds": 0, "fail": "permanent"})
+        record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("failed", 1)
 
 
@@ -139,10 +117,10 @@ async def test_cancel_while_running_stops_the_task(
     """A cancel reaches the running task on its next heartbeat; it ends cancelled at once."""
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)):
-        task_id = await _submit(queue, "sleep", {"seconds": 60})
-        await _until(queue, task_id, lambda r: r.state == "running")
+        task_id = await submit_task(queue, "sleep", {"seconds": 60})
+        await until(queue, task_id, lambda r: r.state == "running")
         await queue.cancel(task_id)
-        record = await _until(queue, task_id, _terminal)
+        record = await until(queue, task_id, terminal)
     assert record.state == "cancelled"
     assert record.attempts[-1].outcome == "cancelled"
 
@@ -154,14 +132,14 @@ async def test_stop_releases_without_spending_an_attempt(
     queue = TaskQueue(store)
     running = Running(_worker(store, minidb))
     async with running:
-        task_id = await _submit(queue, "sleep", {"seconds": 60}, max_attempts=1)
-        await _until(queue, task_id, lambda r: r.state == "running")
+        task_id = await submit_task(queue, "sleep", {"seconds": 60}, max_attempts=1)
+        await until(queue, task_id, lambda r: r.state == "running")
     record = await queue.get(task_id)
     assert record.state == "queued" and record.spent() == 0
     assert record.attempts[0].outcome == "released"
     async with Running(_worker(store, minidb, worker_id="w-2")):
         await queue.cancel(task_id)  # let the second worker see the task, then end it
-        record = await _until(queue, task_id, _terminal)
+        record = await until(queue, task_id, terminal)
     assert record.state == "cancelled"
 
 
@@ -169,11 +147,11 @@ async def test_lease_expiry_take_over(store: ObjectStore, minidb: tuple[str, int
     """A worker that stops heartbeating loses its task to another after lease + grace; the
     first attempt is lease_expired and the second succeeds."""
     queue = TaskQueue(store)
-    task_id = await _submit(queue, "sleep", {"seconds": 0.2})
+    task_id = await submit_task(queue, "sleep", {"seconds": 0.2})
     claim = await queue.claim_next(worker="dead", lease_s=1, grace_s=0.5)
     assert claim is not None
     async with Running(_worker(store, minidb, worker_id="w-2")):
-        record = await _until(queue, task_id, _terminal)
+        record = await until(queue, task_id, terminal)
     assert record.state == "succeeded" and record.attempt == 2
     assert record.attempts[0].outcome == "lease_expired"
     assert record.attempts[1].worker == "w-2"
@@ -193,8 +171,8 @@ async def test_csv_import_good_and_bad_rows(store: ObjectStore, minidb: tuple[st
     """Good rows land in minidb unchanged, bad ones in errors.csv; counts and progress agree."""
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)):
-        task_id = await _submit(queue, "csv_import", {}, data=CSV)
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "csv_import", {}, data=CSV)
+        record = await until(queue, task_id, terminal)
     assert record.state == "succeeded", record.error
     assert record.result == {"rows": 5, "ok": 3, "failed": 2}
     assert record.progress.rows_done == 5 and record.progress.bytes_done == len(CSV)
@@ -226,8 +204,8 @@ async def test_csv_import_structural_failure_fails_at_once(
     """A structurally broken CSV fails attempt 1 with the stable code, not retried."""
     queue = TaskQueue(file_store)
     async with Running(_worker(file_store, minidb)):
-        task_id = await _submit(queue, "csv_import", {}, data=data)
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "csv_import", {}, data=data)
+        record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("failed", 1)
     assert record.error is not None and record.error.code == code
 
@@ -238,8 +216,8 @@ async def test_csv_import_too_many_bad_rows(
     """More bad rows than max_bad_rows fails without retry; errors.csv is still written."""
     queue = TaskQueue(file_store)
     async with Running(_worker(file_store, minidb)):
-        task_id = await _submit(queue, "csv_import", {"max_bad_rows": 1}, data=CSV)
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "csv_import", {"max_bad_rows": 1}, data=CSV)
+        record = await until(queue, task_id, terminal)
     assert (record.state, record.attempt) == ("failed", 1)
     assert record.error is not None and record.error.code == "too_many_bad_rows"
     errors = (await file_store.get(_keys.output_key(task_id, 1, "errors.csv"))).data
@@ -259,10 +237,10 @@ async def test_unreachable_minidb_is_a_retryable_attempt_failure(
     queue = TaskQueue(file_store)
     worker = _worker(file_store, ("127.0.0.1", _closed_port()))
     async with Running(worker):
-        task_id = await _submit(queue, "csv_import", {}, data=CSV, max_attempts=2)
-        record = await _until(queue, task_id, _terminal)
-        other = await _submit(queue, "sleep", {"seconds": 0})
-        assert (await _until(queue, other, _terminal)).state == "succeeded"
+        task_id = await submit_task(queue, "csv_import", {}, data=CSV, max_attempts=2)
+        record = await until(queue, task_id, terminal)
+        other = await submit_task(queue, "sleep", {"seconds": 0})
+        assert (await until(queue, other, terminal)).state == "succeeded"
     assert (record.state, record.attempt) == ("failed", 2)
     assert record.error is not None and record.error.code == "minidb_unavailable"
 
@@ -278,8 +256,8 @@ async def test_csv_export_neutralises_formulas(
     await _with_client(minidb, fill)
     queue = TaskQueue(store)
     async with Running(_worker(store, minidb)):
-        task_id = await _submit(queue, "csv_export", {"bucket": "exp"})
-        record = await _until(queue, task_id, _terminal)
+        task_id = await submit_task(queue, "csv_export", {"bucket": "exp"})
+        record = await until(queue, task_id, terminal)
     assert record.state == "succeeded", record.error
     data = (await store.get(_keys.output_key(task_id, 1, "export.csv"))).data
     lines = sorted(data.decode().split("\r\n")[1:-1])
