@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "minidb.client._cli",
     "minidb.wal._cli",
     "minidb.runtime._cli",
+    "minidb.batch._cli",
 )
 
 

@@ -8,6 +8,10 @@ This package holds the pure cores, free of asyncio, I/O and clock reads (time is
 ``_ids`` (task ids), ``_keys`` (the storage layout), ``_model`` (the record), ``_machine`` (the
 state machine), ``_reconcile`` (the ambiguous-write rule), ``_backoff`` (retry and poll
 timing), ``_csv_import`` / ``_csv_export`` (the file formats) and ``_tasktypes`` (plugins).
+
+On them sit the async shells: ``_queue`` (``TaskQueue``, the client every API and worker
+uses), ``_runner`` (the context one attempt runs in, the built-in runners), ``_worker`` (the
+poll / claim / heartbeat loop) and ``_cli`` (``minidb batch worker``).
 """
 
 from minidb.batch._backoff import IdlePoll, RetryBackoff
@@ -15,11 +19,13 @@ from minidb.batch._csv_export import ExportWriter
 from minidb.batch._csv_import import BadRow, GoodRow, ImportReader
 from minidb.batch._errors import (
     BatchError,
+    Contended,
     CsvError,
     IllegalTransition,
     InvalidRecord,
     InvalidTaskId,
     LeaseLost,
+    TaskNotFound,
     TaskTypeError,
 )
 from minidb.batch._ids import TaskIdGenerator, invert, parse_task_id
@@ -35,6 +41,7 @@ from minidb.batch._model import (
     encode,
     new_record,
 )
+from minidb.batch._queue import Claim, TaskPage, TaskQueue
 from minidb.batch._reconcile import reconcile
 from minidb.batch._tasktypes import (
     TaskContext,
@@ -43,11 +50,14 @@ from minidb.batch._tasktypes import (
     TaskType,
     TaskTypeRegistry,
 )
+from minidb.batch._worker import Worker, WorkerConfig
 
 __all__ = [
     "Attempt",
     "BadRow",
     "BatchError",
+    "Claim",
+    "Contended",
     "CsvError",
     "ExportWriter",
     "GoodRow",
@@ -66,11 +76,16 @@ __all__ = [
     "TaskError",
     "TaskFailure",
     "TaskIdGenerator",
+    "TaskNotFound",
     "TaskOutcome",
+    "TaskPage",
+    "TaskQueue",
     "TaskRecord",
     "TaskType",
     "TaskTypeError",
     "TaskTypeRegistry",
+    "Worker",
+    "WorkerConfig",
     "decode",
     "encode",
     "invert",

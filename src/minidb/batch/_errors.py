@@ -8,7 +8,9 @@
     ├── IllegalTransition   the state machine refuses (state, action): answer 409
     │   └── LeaseLost       a fenced write by a worker whose lease is gone: stop working
     ├── TaskTypeError       unknown task type or invalid params: answer 422
-    └── CsvError            the input cannot be read as CSV at all: the task fails with ``code``
+    ├── CsvError            the input cannot be read as CSV at all: the task fails with ``code``
+    ├── TaskNotFound        no status.json under this id: answer 404
+    └── Contended           a compare-and-set kept losing races: retry later (503)
 
 Every error carries the fields a caller needs (the state and action, the lease id, the CSV
 error code and line), so nothing upstream parses messages.
@@ -74,3 +76,21 @@ class CsvError(BatchError):
         super().__init__(message if line is None else f"line {line}: {message}")
         self.code = code
         self.line = line
+
+
+class TaskNotFound(BatchError):
+    """No task has this id (its ``status.json`` does not exist): answer 404."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"no task {task_id}")
+        self.task_id = task_id
+
+
+class Contended(BatchError):
+    """A compare-and-set lost its race too many times in a row; ``rounds`` were tried."""
+
+    def __init__(self, task_id: str, action: str, rounds: int) -> None:
+        super().__init__(f"{action} of task {task_id} lost {rounds} races in a row")
+        self.task_id = task_id
+        self.action = action
+        self.rounds = rounds

@@ -1,0 +1,122 @@
+"""``minidb batch worker``: run a batch worker against an object store and one minidb server.
+
+Contract: the store is self-tested first (``conditional writes not enforced by <endpoint>``
+on stderr and exit 1 if it fails); once the first poll has been made the worker prints
+``minidb batch worker <id> ready`` (flushed); SIGTERM or SIGINT stops claiming, lets the
+running attempt finish within ``--grace`` seconds or releases it, and exits 0. Bad options
+exit 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+from typing import Any
+
+DEFAULT_POLL_CAP_S = 30.0
+"""The idle poll interval grows from ``--poll-seconds`` up to this (or to it, if larger)."""
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "batch", help="batch jobs on object storage", description="Batch jobs (docs/batch.md)."
+    )
+    commands = parser.add_subparsers(dest="batch_command", metavar="COMMAND")
+    worker = commands.add_parser(
+        "worker", help="run a worker", description="Claim and run batch tasks until SIGTERM."
+    )
+    worker.add_argument("--store", required=True, help="file:DIR or s3://BUCKET/PREFIX")
+    worker.add_argument("--minidb", required=True, metavar="HOST:PORT",
+                        help="the minidb server tasks read and write")
+    worker.add_argument("--worker-id", default=None, help="name in leases (default host-pid)")
+    worker.add_argument("--lease-seconds", type=float, default=30.0)
+    worker.add_argument("--heartbeat-seconds", type=float, default=10.0)
+    worker.add_argument("--poll-seconds", type=float, default=2.0,
+                        help="poll interval while finding work (grows while idle)")
+    worker.add_argument("--retry-backoff", type=float, default=1.0, metavar="SECONDS",
+                        help="base of the retry backoff of failed attempts")
+    worker.add_argument("--max-attempts", type=int, default=3,
+                        help="no retryable failure is retried past this many attempts")
+    worker.add_argument("--grace", type=float, default=30.0, metavar="SECONDS",
+                        help="on SIGTERM, let the running attempt finish for this long")
+    worker.add_argument("--s3-endpoint", default=None, metavar="URL",
+                        help="S3-compatible endpoint (MinIO, moto, R2)")
+    worker.set_defaults(handler=_worker)
+    parser.set_defaults(handler=lambda _args: _usage(parser))
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--minidb must be HOST:PORT, not {text!r}")
+    return host, int(port)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from minidb.batch._backoff import IdlePoll, RetryBackoff
+    from minidb.batch._worker import WorkerConfig
+
+    try:
+        address = _address(args.minidb)
+        config = WorkerConfig(
+            worker_id=args.worker_id or f"{socket.gethostname()}-{os.getpid()}",
+            lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
+            shutdown_grace_s=args.grace, max_attempts=args.max_attempts,
+            poll=IdlePoll(min_s=args.poll_seconds,
+                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
+            retry_backoff=RetryBackoff(base_s=args.retry_backoff),
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"minidb batch worker: error: {exc}\n")
+        return 2
+    import minidb.runtime
+
+    return minidb.runtime.run(_main(args, config, address))
+
+
+async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) -> int:
+    from minidb.batch._queue import TaskQueue
+    from minidb.batch._worker import Worker
+    from minidb.errors import ConfigError
+    from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
+    from minidb.objstore import self_test as store_self_test
+
+    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
+    try:
+        store = open_store(args.store, **options)
+    except ConfigError as exc:
+        sys.stderr.write(f"minidb batch worker: error: {exc}\n")
+        return 2
+    try:
+        try:
+            await store_self_test(store)
+        except ConditionalWritesNotEnforced as exc:
+            sys.stderr.write(f"minidb batch worker: error: {exc}\n")
+            return 1
+        except ObjectStoreError as exc:
+            sys.stderr.write(f"minidb batch worker: error: store {store.endpoint}: {exc}\n")
+            return 1
+        worker = Worker(TaskQueue(store), config, minidb=minidb)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.stop)
+        running = asyncio.ensure_future(worker.run())
+        ready = asyncio.ensure_future(worker.polling.wait())
+        await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if ready.done():
+            sys.stdout.write(f"minidb batch worker {config.worker_id} ready\n")
+            sys.stdout.flush()
+        ready.cancel()
+        await running
+        return 0
+    finally:
+        await store.close()

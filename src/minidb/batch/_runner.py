@@ -1,0 +1,356 @@
+"""What one attempt runs in: the ``TaskContext`` a worker gives a task, and the built-in runners.
+
+``AttemptContext`` is the concrete context: the input streamed from the store (counting bytes
+for progress), output files written under the attempt's own keys (``If-None-Match``, through a
+small bounded hand-off to ``TaskQueue.put_output``), progress kept for the next heartbeat, the
+cancellation flag the heartbeat loop sets, and the minidb client of the one server the worker
+was given (``LazyClient``: connected on first use, so a ``sleep`` task never connects).
+
+Every failure of minidb (refused connection, dropped connection, ``ERR busy``, ``ERR store
+unavailable``, ``ERR read-only``) becomes a *retryable* ``TaskFailure`` (``minidb_unavailable``):
+the attempt fails and is retried with backoff, and the worker keeps claiming.
+
+Built-in runners: ``sleep`` (heartbeats, honours cancel), ``csv_import`` (streams the input
+through ``ImportReader``, good rows to minidb in pipelined chunks, bad rows to ``errors.csv``)
+and ``csv_export`` (SCAN + pipelined GET into ``export.csv`` through ``ExportWriter``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from minidb.batch import _keys
+from minidb.batch._csv_export import ERROR_REPORT_CELLS, ExportWriter
+from minidb.batch._csv_import import BadRow, ImportReader, Row
+from minidb.batch._errors import CsvError
+from minidb.batch._model import OutputFile, Progress
+from minidb.batch._queue import Claim, TaskQueue
+from minidb.batch._tasktypes import (
+    CSV_EXPORT,
+    CSV_IMPORT,
+    DEFAULT_MAX_BAD_ROWS,
+    SLEEP,
+    TaskContext,
+    TaskFailure,
+    TaskOutcome,
+    TaskType,
+)
+from minidb.client import Client, raise_for_error
+from minidb.errors import MinidbError
+from minidb.protocol import Keys, Value
+
+OUTPUT_CHUNK_BYTES = 64 << 10
+"""Output writes are gathered into chunks of about this many bytes before they are handed on."""
+OUTPUT_QUEUE_CHUNKS = 4
+"""Chunks of one output in flight between the task and the upload (bounds its memory)."""
+PIPELINE_ROWS = 256
+"""Rows of an import sent to minidb in one pipelined write."""
+SCAN_PAGE = 256
+"""Keys per SCAN page of an export (each page's values are read in one pipeline)."""
+SLEEP_SLICE_S = 0.05
+"""A ``sleep`` task checks for cancellation this often, in seconds."""
+ERRORS_NAME = "errors.csv"
+EXPORT_NAME = "export.csv"
+
+
+class LazyClient:
+    """A ``minidb.client.Client`` to one server, connected on first use; every failure of the
+    server is a retryable ``TaskFailure``."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self._client: Client | None = None
+
+    async def _get(self) -> Client:
+        if self._client is None:
+            try:
+                self._client = await Client.connect(self.host, self.port)
+            except OSError as exc:
+                raise _unavailable(self, exc) from exc
+        return self._client
+
+    async def _call(self, op: Callable[[Client], Awaitable[Any]]) -> Any:
+        client = await self._get()
+        try:
+            return await op(client)
+        except (OSError, MinidbError) as exc:
+            await self.close()
+            raise _unavailable(self, exc) from exc
+
+    async def get(self, bucket: str, key: str) -> str | None:
+        result: str | None = await self._call(lambda c: c.get(bucket, key))
+        return result
+
+    async def set(self, bucket: str, key: str, value: str) -> None:
+        await self._call(lambda c: c.set(bucket, key, value))
+
+    async def pipeline_checked(self, requests: Sequence[str]) -> list[Any]:
+        """Send ``requests`` in one write; any ``ERR`` reply fails the attempt (retryable)."""
+        async def op(client: Client) -> list[Any]:
+            return [raise_for_error(r) for r in await client.pipeline(requests)]
+        result: list[Any] = await self._call(op)
+        return result
+
+    async def scan(self, bucket: str, page: int = 100) -> AsyncIterator[str]:
+        cursor = "0"
+        while True:
+            request = f"SCAN {bucket} {cursor} {page}"
+            reply = await self._call(functools.partial(Client.execute, request=request))
+            if not isinstance(reply, Keys):
+                raise _unavailable(self, MinidbError(f"SCAN answered {reply!r}"))
+            for key in reply.keys:
+                yield key
+            if reply.cursor == "0":
+                return
+            cursor = reply.cursor
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(OSError):
+                await client.close()
+
+
+def _unavailable(client: LazyClient, exc: BaseException) -> TaskFailure:
+    return TaskFailure(
+        "minidb_unavailable", f"minidb at {client.host}:{client.port}: {exc}"[:1000],
+        retryable=True,
+    )
+
+
+class _Sink:
+    """One output file: chunks handed through a bounded queue to ``TaskQueue.put_output``."""
+
+    def __init__(self, queue: TaskQueue, claim: Claim, name: str) -> None:
+        self._chunks: asyncio.Queue[bytes | None] = asyncio.Queue(OUTPUT_QUEUE_CHUNKS)
+        self._buffer = bytearray()
+        self._upload = asyncio.ensure_future(queue.put_output(claim, name, self._stream()))
+        self.file: OutputFile | None = None
+
+    async def _stream(self) -> AsyncIterator[bytes]:
+        while (chunk := await self._chunks.get()) is not None:
+            yield chunk
+
+    async def _hand_on(self, item: bytes | None) -> None:
+        put = asyncio.ensure_future(self._chunks.put(item))
+        done, _ = await asyncio.wait({put, self._upload}, return_when=asyncio.FIRST_COMPLETED)
+        if put not in done:
+            put.cancel()
+            self._upload.result()  # the upload ended early: raise its error
+
+    async def write(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) >= OUTPUT_CHUNK_BYTES:
+            chunk, self._buffer = bytes(self._buffer), bytearray()
+            await self._hand_on(chunk)
+
+    async def close(self) -> None:
+        if self.file is not None:
+            return
+        if self._buffer:
+            await self._hand_on(bytes(self._buffer))
+            self._buffer = bytearray()
+        await self._hand_on(None)
+        self.file = await self._upload
+
+    def abort(self) -> None:
+        self._upload.cancel()
+
+
+class AttemptContext:
+    """The ``TaskContext`` of one attempt (see the module docstring)."""
+
+    def __init__(
+        self, queue: TaskQueue, claim: Claim, params: Mapping[str, Any], minidb: LazyClient
+    ) -> None:
+        self._queue = queue
+        self._claim = claim
+        self._params = params
+        self._minidb = minidb
+        self.progress = Progress()
+        self.cancelled = False
+        self._sinks: list[_Sink] = []
+
+    @property
+    def task_id(self) -> str:
+        return self._claim.task_id
+
+    @property
+    def attempt(self) -> int:
+        return self._claim.attempt
+
+    @property
+    def params(self) -> Mapping[str, Any]:
+        return self._params
+
+    @property
+    def minidb(self) -> LazyClient:
+        return self._minidb
+
+    async def input(self) -> AsyncIterator[bytes]:
+        reader = await self._queue.open_input(self.task_id)
+        async with reader:
+            self.report_progress(Progress(bytes_total=reader.size))
+            async for chunk in reader:
+                yield chunk
+
+    async def open_output(self, name: str) -> _Sink:
+        _keys.check_file_name(name)
+        sink = _Sink(self._queue, self._claim, name)
+        self._sinks.append(sink)
+        return sink
+
+    def report_progress(self, progress: Progress) -> None:
+        if progress.bytes_total is None and self.progress.bytes_total is not None:
+            progress = Progress(
+                progress.rows_done, progress.rows_ok, progress.rows_failed, progress.bytes_done,
+                self.progress.bytes_total,
+            )
+        self.progress = progress
+
+    def cancel_requested(self) -> bool:
+        return self.cancelled
+
+    def files(self) -> tuple[OutputFile, ...]:
+        """The output files closed so far, in the order they were opened."""
+        return tuple(s.file for s in self._sinks if s.file is not None)
+
+    def abort(self) -> None:
+        """Stop the uploads still open (the attempt ended without closing them)."""
+        for sink in self._sinks:
+            if sink.file is None:
+                sink.abort()
+
+
+def _ctx(context: TaskContext) -> AttemptContext:
+    if not isinstance(context, AttemptContext):
+        raise TypeError("the built-in task types run in the worker's AttemptContext")
+    return context
+
+
+# --- sleep ------------------------------------------------------------------------------------
+
+
+async def run_sleep(context: TaskContext) -> TaskOutcome:
+    """Sleep ``seconds`` (checking for cancel), then succeed or fail as ``fail`` says."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + float(context.params["seconds"])
+    while (left := end - loop.time()) > 0 and not context.cancel_requested():
+        await asyncio.sleep(min(left, SLEEP_SLICE_S))
+    fail = context.params.get("fail")
+    if fail is not None:
+        raise TaskFailure("sleep_failed", f"sleep asked to fail ({fail})",
+                          retryable=fail == "retryable")
+    return TaskOutcome({"slept_s": context.params["seconds"]})
+
+
+# --- csv_import -------------------------------------------------------------------------------
+
+
+class _Import:
+    def __init__(self, context: AttemptContext, errors: Any) -> None:
+        self.context = context
+        self.errors = errors
+        self.report = ExportWriter(neutralize_formulas=True, columns=ERROR_REPORT_CELLS)
+        self.max_bad = int(context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS))
+        self.batch: list[str] = []
+        self.rows = self.ok = self.failed = 0
+
+    async def take(self, rows: list[Row]) -> None:
+        for row in rows:
+            self.rows += 1
+            if isinstance(row, BadRow):
+                self.failed += 1
+                await self.errors.write(self.report.row(str(row.line), row.reason, row.detail))
+                if self.failed > self.max_bad:
+                    await self.errors.close()
+                    raise TaskFailure(
+                        "too_many_bad_rows",
+                        f"more than {self.max_bad} bad rows (see {ERRORS_NAME})",
+                        retryable=False,
+                    )
+            else:
+                self.batch.append(f"SET {row.bucket} {row.key} {row.value}")
+                if len(self.batch) >= PIPELINE_ROWS:
+                    await self.flush()
+
+    async def flush(self) -> None:
+        if self.batch:
+            await self.context.minidb.pipeline_checked(self.batch)
+            self.ok += len(self.batch)
+            self.batch = []
+
+    def progress(self, bytes_done: int) -> Progress:
+        return Progress(
+            rows_done=self.ok + self.failed, rows_ok=self.ok, rows_failed=self.failed,
+            bytes_done=bytes_done,
+        )
+
+
+async def run_csv_import(context: TaskContext) -> TaskOutcome:
+    """Import ``input.csv`` into minidb; bad rows to ``errors.csv``."""
+    ctx = _ctx(context)
+    reader = ImportReader()
+    errors = await ctx.open_output(ERRORS_NAME)
+    job = _Import(ctx, errors)
+    await errors.write(job.report.header())
+    try:
+        async for chunk in ctx.input():
+            await job.take(reader.feed(chunk))
+            ctx.report_progress(job.progress(reader.bytes_consumed))
+        await job.take(reader.close())
+    except CsvError as exc:
+        raise TaskFailure(exc.code, str(exc), retryable=False) from exc
+    await job.flush()
+    await errors.close()
+    ctx.report_progress(job.progress(reader.bytes_consumed))
+    return TaskOutcome({"rows": job.rows, "ok": job.ok, "failed": job.failed}, (ERRORS_NAME,))
+
+
+# --- csv_export -------------------------------------------------------------------------------
+
+
+async def run_csv_export(context: TaskContext) -> TaskOutcome:
+    """Export one bucket (SCAN, then pipelined GETs per page) to ``export.csv``."""
+    ctx = _ctx(context)
+    bucket = str(ctx.params["bucket"])
+    writer = ExportWriter(neutralize_formulas=bool(ctx.params.get("neutralize_formulas", True)))
+    out = await ctx.open_output(EXPORT_NAME)
+    await out.write(writer.header())
+    rows = 0
+
+    async def page(keys: list[str]) -> None:
+        nonlocal rows
+        replies = await ctx.minidb.pipeline_checked([f"GET {bucket} {k}" for k in keys])
+        for key, reply in zip(keys, replies, strict=True):
+            if isinstance(reply, Value):  # a key deleted since the SCAN is left out
+                await out.write(writer.row(bucket, key, reply.value))
+                rows += 1
+        ctx.report_progress(Progress(rows_done=rows, rows_ok=rows))
+
+    keys: list[str] = []
+    async for key in ctx.minidb.scan(bucket, SCAN_PAGE):
+        keys.append(key)
+        if len(keys) >= SCAN_PAGE:
+            await page(keys)
+            keys = []
+    if keys:
+        await page(keys)
+    await out.close()
+    return TaskOutcome({"rows": rows}, (EXPORT_NAME,))
+
+
+RUNNERS: Mapping[str, Callable[[TaskContext], Awaitable[TaskOutcome]]] = {
+    SLEEP.name: run_sleep, CSV_IMPORT.name: run_csv_import, CSV_EXPORT.name: run_csv_export,
+}
+"""The runners of the built-in declarations in ``_tasktypes``."""
+
+
+def runner_of(task_type: TaskType) -> Callable[[TaskContext], Awaitable[TaskOutcome]] | None:
+    """The type's own ``run``, else the built-in runner of its name."""
+    return task_type.run if task_type.run is not None else RUNNERS.get(task_type.name)
