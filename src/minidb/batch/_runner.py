@@ -99,10 +99,10 @@ class LazyClient:
     async def scan(self, bucket: str, page: int = 100) -> AsyncIterator[str]:
         cursor = "0"
         while True:
-            request = f"SCAN {bucket} {cursor} {page}"
-            reply = await self._call(functools.partial(Client.execute, request=request))
-            if not isinstance(reply, Keys):
-                raise _unavailable(self, MinidbError(f"SCAN answered {reply!r}"))
+            # Page by page through _call, so each request's failure becomes a TaskFailure.
+            reply: Keys = await self._call(
+                functools.partial(Client.scan_page, bucket=bucket, cursor=cursor, page=page)
+            )
             for key in reply.keys:
                 yield key
             if reply.cursor == "0":

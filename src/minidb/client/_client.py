@@ -130,13 +130,19 @@ class Client:
         """Delete a key; True if it existed."""
         return isinstance(raise_for_error(await self.execute(f"DEL {bucket} {key}")), Ok)
 
+    async def scan_page(self, bucket: str, cursor: str, page: int) -> Keys:
+        """One page of a scan of ``bucket`` from ``cursor`` (``"0"`` starts; a reply cursor of
+        ``"0"`` says it is done)."""
+        reply = raise_for_error(await self.execute(f"SCAN {bucket} {cursor} {page}"))
+        if not isinstance(reply, Keys):
+            raise ProtocolError(f"unexpected reply to SCAN: {reply!r}")
+        return reply
+
     async def scan(self, bucket: str, page: int = 100) -> AsyncIterator[str]:
         """Every key of ``bucket``, page by page."""
         cursor = "0"
         while True:
-            reply = raise_for_error(await self.execute(f"SCAN {bucket} {cursor} {page}"))
-            if not isinstance(reply, Keys):
-                raise ProtocolError(f"unexpected reply to SCAN: {reply!r}")
+            reply = await self.scan_page(bucket, cursor, page)
             for key in reply.keys:
                 yield key
             if reply.cursor == "0":
