@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.responses import Response
+from starlette.responses import PlainTextResponse, Response
 
 from minidb.batch.api._problem import ApiProblem
 from minidb.batch.api._routes import _problems, principal, service
@@ -59,7 +59,9 @@ def registry_for(svc: ApiService, responses: Counter[str]) -> CollectorRegistry:
 
 
 @router.get("/metrics", summary="Prometheus metrics (operators only)",
-            responses={200: {"content": {"text/plain": {}}}, **_problems(403)})
+            response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+                       **_problems(403)})
 async def metrics(
     request: Request, svc: Annotated[ApiService, Depends(service)],
     who: Annotated[Principal, Depends(principal)],

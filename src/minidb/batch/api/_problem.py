@@ -136,8 +136,36 @@ def _validation_detail(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+_PROBLEM_CONTENT = {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def document(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document as the API answers: every 4xx/5xx is ``Problem`` in
+    problem+json (FastAPI declares its own 422 body and plain JSON); changed in place."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.get("responses", {})
+            for status, response in responses.items():
+                if status[0] in "45":
+                    response["content"] = _PROBLEM_CONTENT
+                    if status == "422":
+                        response["description"] = "Unprocessable Content"
+    components = schema.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        components.pop(name, None)
+    return schema
+
+
 def install(app: FastAPI) -> None:
-    """Make every error of ``app`` a problem+json answer."""
+    """Make every error of ``app`` a problem+json answer (and document it so)."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = document(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     async def on_http(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)

@@ -23,7 +23,7 @@ from minidb.batch._ids import parse_task_id
 from minidb.batch._model import TERMINAL
 from minidb.batch._queue import LIST_LIMIT_MAX
 from minidb.batch.api._cursor import MAX_CURSOR_CHARS
-from minidb.batch.api._problem import PROBLEM_JSON, ApiProblem, unauthorized
+from minidb.batch.api._problem import ApiProblem, unauthorized
 from minidb.batch.api._schemas import (
     Health,
     OutputListing,
@@ -41,10 +41,8 @@ bearer = HTTPBearer(auto_error=False, description="a token of the --tokens file"
 
 
 def _problems(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {
-        status: {"model": Problem, "content": {PROBLEM_JSON: {}}} for status in (
-            401, 503, *statuses)
-    }
+    """The error answers of a route (``_problem.document`` makes them problem+json)."""
+    return {status: {"model": Problem} for status in (401, 503, *statuses)}
 
 
 def service(request: Request) -> ApiService:
@@ -257,9 +255,10 @@ async def healthz() -> Response:
 
 @router.get(
     "/files/{key:path}", summary="A presigned file: URL (file: backend only)",
-    responses={200: {"content": {"application/octet-stream": {}}},
-               403: {"model": Problem, "content": {PROBLEM_JSON: {}}},
-               404: {"model": Problem, "content": {PROBLEM_JSON: {}}}},
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/octet-stream": {
+        "schema": {"type": "string", "format": "binary"}}}},
+        403: {"model": Problem}, 404: {"model": Problem}},
 )
 async def get_file(key: str, request: Request, svc: Svc) -> Response:
     store = svc.store
