@@ -66,7 +66,7 @@ def test_openapi_contract_holds_for_generated_requests(live: ApiServer) -> None:
             try:
                 case.validate_response(response, checks=CHECKS)
             except AssertionError as exc:  # schemathesis failures are AssertionErrors
-                failures.append(f"{operation.label}: {exc}"[:2000])
+                failures.append(f"{case.operation.label}: {exc}"[:2000])
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
