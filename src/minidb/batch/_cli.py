@@ -198,8 +198,14 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sys.stderr.write(f"minidb batch serve: error: {exc}\n")
         return 2
+    import logging
+
     import minidb.runtime
 
+    # The access log and the API's warnings (a store outage) go to stderr; neither ever
+    # holds a token or a presigned URL's query string (docs/batch-api.md).
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     return minidb.runtime.run(_serve_main(args, config))
 
 

@@ -180,6 +180,20 @@ def test_restart_keeps_tasks_cursors_and_idempotency_keys(launch: type[BatchServ
         assert token not in err
 
 
+def test_a_port_in_use_is_exit_1_with_one_line(tmp_path: Path, tokens_file: Path) -> None:
+    """Another listener on the port makes serve exit 1 with one line, not a traceback."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        command = [sys.executable, "-m", "minidb", "batch", "serve", "--port", str(port),
+                   "--store", f"file:{tmp_path / 'objects'}", "--tokens", str(tokens_file)]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=EXIT_TIMEOUT_S)
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--tokens", "/nonexistent/tokens"], "cannot read tokens file"),
     (["--workers", "1"], "--workers needs --minidb"),
@@ -226,4 +240,5 @@ def test_end_to_end_import_by_an_in_process_worker(launch: type[BatchServe],
     assert lines.request("GET users u2") == "VALUE bob"
     status, err = server.stop()
     assert status == 0, err
+    assert f"GET /tasks/{task_id}/output 200 alice" in err  # the access log ran
     assert ALICE not in err and "sig=" not in err and "X-Amz-Signature" not in err

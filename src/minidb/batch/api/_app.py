@@ -11,13 +11,13 @@ user, never the ``Authorization`` header.
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 from collections import Counter
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from minidb import __version__
 from minidb.batch._queue import TaskQueue
 from minidb.batch._tasktypes import TaskTypeRegistry
 from minidb.batch.api import _metrics, _problem, _routes, _web
@@ -49,6 +49,9 @@ class AccessLog:
 
         try:
             await self.app(scope, receive, sending)
+        except Exception:
+            status = status or 500  # a bug: Starlette's outermost layer answers 500
+            raise
         finally:
             self.responses[f"{status // 100}xx" if status else "aborted"] += 1
             user = scope.get("state", {}).get("user", "-")
@@ -65,7 +68,7 @@ def create_app(
 ) -> FastAPI:
     """The control API over ``store`` (docs/batch-api.md)."""
     app = FastAPI(
-        title="minidb batch control API", version=__version__,
+        title="minidb batch control API", version=importlib.metadata.version("minidb"),
         description="Create, upload, submit, watch and fetch batch tasks (docs/batch-api.md).",
         docs_url="/docs", redoc_url=None,
         # One spelling per resource: no 307 from "/tasks/" to "/tasks" (an id of "%2F" would

@@ -71,9 +71,15 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def serve(store: ObjectStore, tokens: TokenTable, config: ServeConfig) -> int:
     """Serve until SIGTERM/SIGINT; 0 after a clean shutdown."""
+    try:
+        sock = _bind(config.host, config.port)
+    except OSError as exc:
+        sys.stderr.write(
+            f"minidb batch serve: error: cannot listen on {config.host}:{config.port}: "
+            f"{exc.strerror}\n")
+        return 1
     queue = TaskQueue(store)
     app = create_app(store, tokens, settings=config.settings, queue=queue)
-    sock = _bind(config.host, config.port)
     server = _Server(uvicorn.Config(
         app, loop="none", lifespan="off", access_log=False, log_config=None,
         timeout_graceful_shutdown=int(config.shutdown_grace_s), server_header=False,

@@ -12,6 +12,7 @@ import importlib.resources
 import mimetypes
 import re
 from importlib.resources.abc import Traversable
+from pathlib import PurePosixPath
 
 from fastapi import APIRouter
 from starlette.responses import HTMLResponse, Response
@@ -21,6 +22,9 @@ from minidb.batch.api._problem import ApiProblem
 WEB_PACKAGE = "minidb.batch.web"
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}", re.ASCII)
 """A static file name: no slash, no leading dot, so nothing outside the package is named."""
+STATIC_SUFFIXES = frozenset({".html", ".js", ".mjs", ".css", ".svg", ".png", ".ico", ".json",
+                             ".map", ".txt", ".woff2"})
+"""What the page's package may serve: its assets, never its ``__init__.py`` or bytecode."""
 
 PLACEHOLDER = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>minidb batch</title></head>
@@ -41,6 +45,8 @@ def _web_root() -> Traversable | None:
 def _read(name: str) -> bytes | None:
     root = _web_root()
     if root is None or _NAME.fullmatch(name) is None:
+        return None
+    if PurePosixPath(name).suffix not in STATIC_SUFFIXES:
         return None
     entry = root / name
     return entry.read_bytes() if entry.is_file() else None
