@@ -141,3 +141,10 @@ def test_invalid_type_names_are_refused() -> None:
     """Type names follow the record's type grammar."""
     with pytest.raises(ValueError):
         TaskTypeRegistry().register(TaskType("Bad Name", lambda p: {}))
+
+
+@pytest.mark.parametrize("seconds", [10**400, float("nan"), float("inf"), -1, 3601])
+def test_sleep_refuses_out_of_range_seconds_without_overflow(seconds: float) -> None:
+    """An integer too large for a float is a TaskTypeError like any out-of-range number."""
+    with pytest.raises(TaskTypeError, match="seconds"):
+        TaskTypeRegistry().validate("sleep", {"seconds": seconds})

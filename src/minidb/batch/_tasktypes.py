@@ -21,7 +21,6 @@ the cancellation check, and the minidb client.
 from __future__ import annotations
 
 import importlib
-import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -183,7 +182,9 @@ def validate_sleep(params: Mapping[str, Any]) -> dict[str, Any]:
     seconds = p.get("seconds")
     if (
         isinstance(seconds, bool) or not isinstance(seconds, int | float)
-        or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SLEEP_S
+        # The range first: it refuses NaN and infinities too, and math.isfinite would raise
+        # OverflowError on an integer too large for a float (JSON allows 400 digits).
+        or not 0 <= seconds <= MAX_SLEEP_S
     ):
         raise TaskTypeError(
             f"seconds must be a number in 0..{MAX_SLEEP_S:g}", task_type="sleep", field="seconds"

@@ -64,6 +64,28 @@ def test_create_refuses_malformed_json_non_json_and_bad_params(alice: httpx.Clie
     assert is_problem(alice.post("/tasks", json=[1, 2]), 422)
 
 
+@pytest.mark.parametrize("body", [
+    b'{"type": "sleep", "params": {"seconds": NaN}}',
+    b'{"type": "sleep", "params": {"seconds": Infinity}}',
+    b'{"type": "sleep", "params": {"seconds": 1}, "type": "csv_import"}',
+    b'\xff\xfe{}',
+])
+def test_create_refuses_json_that_is_not_strict_json(alice: httpx.Client, body: bytes) -> None:
+    """NaN, Infinity, duplicate names and non-UTF-8 are malformed JSON: 400."""
+    response = alice.post("/tasks", content=body, headers={"Content-Type": "application/json"})
+    assert is_problem(response, 400)
+
+
+@pytest.mark.parametrize("seconds", [b"9" * 400, b"1e400", b"-0.5", b"3601"],
+                         ids=["400-digits", "1e400", "negative", "over-an-hour"])
+def test_create_refuses_out_of_range_numbers_with_422(alice: httpx.Client,
+                                                      seconds: bytes) -> None:
+    """A number out of range, even one too large for a float, is 422, never a 500."""
+    body = b'{"type": "sleep", "params": {"seconds": ' + seconds + b"}}"
+    response = alice.post("/tasks", content=body, headers={"Content-Type": "application/json"})
+    assert is_problem(response, 422)
+
+
 def test_input_submit_get_flow(alice: httpx.Client) -> None:
     """Upload is 204 once then 409; submit is 202 then 200; get shows queued."""
     task_id = created_id(alice)

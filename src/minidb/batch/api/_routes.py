@@ -95,6 +95,18 @@ def _is_json(content_type: str | None) -> bool:
                                           and media.endswith("+json"))
 
 
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object, refusing duplicate names (which one would count is up to the parser)."""
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        raise ValueError("duplicate name in a JSON object")
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")  # Python's json would accept NaN and Infinity
+
+
 _CREATE_BODY = {
     "required": True,
     "content": {"application/json": {"schema": TaskCreate.model_json_schema()}},
@@ -115,7 +127,7 @@ async def create_task(
         raise ApiProblem(415, "the body must be application/json", code="unsupported_media_type")
     raw = await _read_body(request, MAX_CREATE_BODY_BYTES)
     try:
-        data = json.loads(raw)
+        data = json.loads(raw, object_pairs_hook=_strict_object, parse_constant=_no_constant)
     except (ValueError, UnicodeDecodeError):
         raise ApiProblem(400, "the body is not valid JSON", code="malformed_json") from None
     try:
