@@ -29,6 +29,7 @@ from minidb.batch.api import _idempotency as idem
 from minidb.batch.api._cursor import decode_cursor, encode_cursor
 from minidb.batch.api._tokens import Principal, TokenTable
 from minidb.objstore import (
+    PRESIGN_MAX_EXPIRES_S,
     AmbiguousWrite,
     NotFound,
     ObjectStore,
@@ -63,8 +64,8 @@ class ApiSettings:
     """Signs cursors; default: the store's ``secrets/api`` object (made on first use)."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.presign_s <= 604_800:
-            raise ValueError("presign_s must be in 1..604800")
+        if not 1 <= self.presign_s <= PRESIGN_MAX_EXPIRES_S:
+            raise ValueError(f"presign_s must be in 1..{PRESIGN_MAX_EXPIRES_S}")
         if self.max_input_bytes < 1:
             raise ValueError("max_input_bytes must be positive")
         if self.store_deadline_s <= 0:

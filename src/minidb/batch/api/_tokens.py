@@ -112,10 +112,7 @@ def parse_tokens(text: str) -> TokenTable:
         if role not in ROLES:
             raise TokenFileError("ROLE is user or operator", line=number)
         entries.append((token, Principal(user, "operator" if role == "operator" else "user")))
-    try:
-        return TokenTable(entries)
-    except TokenFileError as exc:
-        raise TokenFileError(str(exc)) from None
+    return TokenTable(entries)
 
 
 def load_tokens(path: str | Path) -> TokenTable:
