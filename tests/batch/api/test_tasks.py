@@ -282,6 +282,7 @@ def test_create_body_over_its_limit_is_413(alice: httpx.Client) -> None:
     body = b'{"type": "sleep", "name": "' + b"x" * (70 << 10) + b'"}'
     response = alice.post("/tasks", content=body, headers={"Content-Type": "application/json"})
     assert is_problem(response, 413)
+    assert response.json()["code"] == "payload_too_large"  # not the phrase of this Python
 
 
 def test_idempotent_create_replays_and_refuses_another_body(alice: httpx.Client,

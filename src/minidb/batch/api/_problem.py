@@ -69,8 +69,18 @@ class ApiProblem(MinidbError):
         self.headers = dict(headers or {})
 
 
+DEFAULT_CODES = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
+    415: "unsupported_media_type", 422: "unprocessable", 500: "internal",
+    503: "unavailable",
+}
+"""``code`` of a problem that names none: fixed here, because the reason phrases behind the
+``title`` change between Python versions (413 and 422 were renamed in 3.13)."""
+
+
 def _default_code(status: int) -> str:
-    return http.HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    return DEFAULT_CODES.get(status) or f"http_{status}"
 
 
 def problem(
