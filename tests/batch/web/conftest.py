@@ -1,6 +1,6 @@
-"""Fixtures of the web-page tests: a ``minidb serve`` subprocess, ``minidb batch serve`` with one
-in-process worker on a ``file:`` store in front of it, and headless Chromium driven by
-Playwright.
+"""Fixtures of the web-page tests: a ``minidb serve`` subprocess, ``minidb batch serve`` with
+in-process workers on a ``file:`` store in front of it (both shared by a module's tests, each
+test with users of its own), and headless Chromium driven by Playwright.
 
 Chromium is Debian's ``/usr/bin/chromium`` (``apt-get install chromium``); without it, or
 without the ``playwright`` package, the tests skip and say why. Every wait has a deadline.
@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.conftest import ServeFactory, ServerProcess
+from tests.server.conftest import _LISTENING, LineClient
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -39,21 +40,54 @@ STARTUP_TIMEOUT_S = 30.0
 """How long ``minidb batch serve`` may take to print its listening line."""
 HTTP_TIMEOUT_S = 10.0
 """Each API call the test makes itself (setting up tasks), in seconds."""
-WORKER_OPTIONS = ("--workers", "1", "--lease-seconds", "3", "--heartbeat-seconds", "0.3",
+WORKER_OPTIONS = ("--workers", "2", "--lease-seconds", "3", "--heartbeat-seconds", "0.3",
                   "--poll-seconds", "0.05")
-"""One in-process worker that picks work up within 50 ms and sees a cancel within 0.3 s."""
+"""Two in-process workers that pick work up within 50 ms and see a cancel within 0.3 s."""
+USER_SETS = 16
+"""The servers are shared by a module's tests; each test gets users of its own (alice<n>,
+bob<n>) out of this many sets, so no test sees another's tasks. ``ops`` (an operator) sees
+them all."""
 
-USERS = {"alice": "user", "bob": "user", "ops": "operator"}
+
+@dataclass
+class Service:
+    """A ``minidb serve`` and a ``minidb batch serve`` in front of it, for one module."""
+
+    minidb: subprocess.Popen[str]
+    minidb_port: int
+    batch: subprocess.Popen[str]
+    url: str
+    tokens: dict[str, str]
+    """Token of every user in the tokens file."""
+    next_set: int = 0
 
 
 @dataclass
 class BatchServer:
-    """A running ``minidb batch serve`` and the tokens of its users."""
+    """The service as one test sees it: ``alice`` and ``bob`` are this test's own users."""
 
-    proc: subprocess.Popen[str]
-    url: str
-    tokens: dict[str, str]
-    minidb: ServerProcess
+    service: Service
+    users: dict[str, str]
+    """``alice``/``bob``/``ops`` to the user names in the tokens file."""
+
+    @property
+    def url(self) -> str:
+        return self.service.url
+
+    @property
+    def minidb_pid(self) -> int:
+        return self.service.minidb.pid
+
+    def user(self, who: str) -> str:
+        """The user name the API knows ``who`` by (what ``created_by`` shows)."""
+        return self.users[who]
+
+    def token(self, who: str) -> str:
+        return self.service.tokens[self.users[who]]
+
+    def minidb(self) -> LineClient:
+        """A line-protocol client of the minidb server the workers import into."""
+        return LineClient(self.service.minidb_port)
 
     def call(
         self, user: str, method: str, path: str, body: Any = None, *,
@@ -63,7 +97,7 @@ class BatchServer:
         payload = json.dumps(body).encode() if body is not None else data
         request = urllib.request.Request(
             self.url + path, data=payload, method=method,
-            headers={"Authorization": f"Bearer {self.tokens[user]}",
+            headers={"Authorization": f"Bearer {self.token(user)}",
                      **({"Content-Type": content_type} if payload is not None else {})},
         )
         try:
@@ -120,38 +154,58 @@ def page(browser: Any) -> Iterator[Any]:
     assert not errors, f"uncaught errors in the page: {errors}"
 
 
-@pytest.fixture
-def batch(serve: ServeFactory, tmp_path: Path) -> Iterator[BatchServer]:
-    """``minidb batch serve`` on 127.0.0.1:0 with one worker, a ``file:`` store and a real
-    minidb server; killed at teardown."""
-    minidb = serve()
-    tokens = {user: secrets.token_urlsafe(24) for user in USERS}
-    token_file = tmp_path / "tokens"
-    token_file.write_text(
-        "# TOKEN USER ROLE\n" + "".join(f"{tokens[u]} {u} {r}\n" for u, r in USERS.items())
-    )
-    command = [
-        sys.executable, "-m", "minidb", "batch", "serve", "--host", "127.0.0.1", "--port", "0",
-        "--store", f"file:{tmp_path / 'objects'}", "--minidb", f"127.0.0.1:{minidb.port}",
-        "--tokens", str(token_file), *WORKER_OPTIONS,
-    ]
-    # stderr to a file: an undrained pipe would block the server once its log fills it.
-    log = tmp_path / "batch-serve.log"
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr, text=True)
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """``minidb batch serve`` on 127.0.0.1:0 with two workers on a ``file:`` store, importing
+    into a real ``minidb serve``; both killed at teardown."""
+    root = tmp_path_factory.mktemp("web")
+    names = ["ops", *(f"{who}{n}" for n in range(USER_SETS) for who in ("alice", "bob"))]
+    tokens = {name: secrets.token_urlsafe(24) for name in names}
+    token_file = root / "tokens"
+    token_file.write_text("# TOKEN USER ROLE\n" + "".join(
+        f"{tokens[name]} {name} {'operator' if name == 'ops' else 'user'}\n" for name in names
+    ))
+    procs: list[subprocess.Popen[str]] = []
     try:
-        url = _listening(proc, log)
-        yield BatchServer(proc, url, tokens, minidb)
+        minidb = _start(procs, root / "minidb.log", "line",
+                        "serve", "--port", "0", "--data-dir", str(root / "data"))
+        batch = _start(
+            procs, root / "batch-serve.log", "batch",
+            "batch", "serve", "--host", "127.0.0.1", "--port", "0",
+            "--store", f"file:{root / 'objects'}", "--minidb", f"127.0.0.1:{minidb[1]}",
+            "--tokens", str(token_file), *WORKER_OPTIONS,
+        )
+        yield Service(minidb[0], minidb[1], batch[0], f"http://127.0.0.1:{batch[1]}", tokens)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=STARTUP_TIMEOUT_S)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for proc in procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGCONT)  # a test may have stopped it
+                proc.kill()
+            proc.wait(timeout=STARTUP_TIMEOUT_S)
+            if proc.stdout is not None:
+                proc.stdout.close()
 
 
-def _listening(proc: subprocess.Popen[str], log: Path) -> str:
-    """The base URL from ``minidb listening on HOST:PORT (batch)``."""
+@pytest.fixture
+def batch(service: Service) -> BatchServer:
+    """The module's service with a fresh ``alice`` and ``bob`` for this test."""
+    n = service.next_set
+    if n >= USER_SETS:
+        raise AssertionError(f"more than USER_SETS={USER_SETS} tests in one module")
+    service.next_set += 1
+    return BatchServer(service, {"alice": f"alice{n}", "bob": f"bob{n}", "ops": "ops"})
+
+
+def _start(
+    procs: list[subprocess.Popen[str]], log: Path, listener: str, *args: str
+) -> tuple[subprocess.Popen[str], int]:
+    """Start ``python -m minidb ARGS`` (stderr to ``log``: an undrained pipe would block the
+    server once its log fills it) and return it with the port of its ``listener`` from
+    ``minidb listening on HOST:PORT (listener)``."""
+    with log.open("w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "minidb", *args],
+                                stdout=subprocess.PIPE, stderr=stderr, text=True)
+    procs.append(proc)
     assert proc.stdout is not None
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     with selectors.DefaultSelector() as selector:
@@ -162,9 +216,8 @@ def _listening(proc: subprocess.Popen[str], log: Path) -> str:
             line = proc.stdout.readline()
             if not line:
                 proc.wait(timeout=STARTUP_TIMEOUT_S)
-                pytest.fail(f"batch serve exited {proc.returncode}: {log.read_text()}")
-            words = line.split()
-            if words[:3] == ["minidb", "listening", "on"] and words[-1] == "(batch)":
-                return f"http://{words[3]}"
-    proc.kill()
-    pytest.fail(f"batch serve did not print its listening line in time: {log.read_text()}")
+                pytest.fail(f"{args[0]} exited {proc.returncode}: {log.read_text()}")
+            match = _LISTENING.match(line.strip())
+            if match and match.group(3) == listener:
+                return proc, int(match.group(2))
+    pytest.fail(f"{args[0]} did not print its listening line in time: {log.read_text()}")
