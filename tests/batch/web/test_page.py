@@ -235,6 +235,7 @@ def test_page_offers_only_legal_transitions(
         expect(row(page, ok).locator('[role="progressbar"]')).to_have_attribute("aria-valuenow",
                                                                                 "100")
         shot = tmp_path / "web-page.png"
+        page.set_viewport_size({"width": 1400, "height": 400})  # full_page: as tall as needed
         page.screenshot(path=str(shot), full_page=True)
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         if os.environ.get("MINIDB_SCREENSHOT") == "1":
