@@ -4,9 +4,12 @@
 // Theory of operation
 // - The token lives in sessionStorage (this tab's session, gone when it closes) and goes out as
 //   `Authorization: Bearer` on every call; a 401 anywhere drops it and shows the login form.
-// - The list is polled every POLL_MS: `GET /tasks?limit=&cursor=` for the page on screen, and
-//   `GET /tasks/{id}` for the task whose detail is open. One poll at a time (setTimeout after
-//   the previous one ends), so a slow server never piles requests up.
+// - The list is polled: `GET /tasks?limit=&cursor=` for the page on screen, and
+//   `GET /tasks/{id}` for the task whose detail is open; every POLL_MS while a task on screen
+//   is queued or running (its progress moves), every IDLE_POLL_MS otherwise or while the tab
+//   is hidden (each poll costs the store a LIST and a GET per task shown). One poll at a time
+//   (setTimeout after the previous one ends), so a slow server never piles requests up; an
+//   action or a page change polls at once.
 // - Paging: the API's cursors only go forward, so the page keeps the cursors of the pages it
 //   came through on a stack and goes back by popping it.
 // - Rows are keyed by task id and updated in place, so a progress bar moves smoothly and a
@@ -17,7 +20,9 @@
 //   failed/cancelled, cancel on created/queued/running (not once a cancel is pending).
 
 const TOKEN_KEY = "minidb.batch.token";
-const POLL_MS = 1000; // how often the list and the open detail are refreshed
+const POLL_MS = 1000; // how often the list and the open detail are refreshed while busy
+const IDLE_POLL_MS = 5000; // ... and while nothing on screen can change by itself
+const ACTIVE = new Set(["queued", "running"]);
 const URL_MARGIN_MS = 30_000; // presigned links are fetched again this long before they expire
 const RETRYABLE = new Set(["failed", "cancelled"]);
 const CANCELLABLE = new Set(["created", "queued", "running"]);
@@ -165,6 +170,7 @@ const view = {
   next: null, // next_cursor of the page on screen
   rows: new Map(), // task id -> <tr>
   detailId: null,
+  active: false, // a task on screen is queued or running
   outputs: null, // {task id, attempt, files, fetched} of the open detail
   timer: null,
 };
@@ -224,6 +230,7 @@ function renderList(page) {
     }
   }
   view.next = page.next_cursor;
+  view.active = page.tasks.some((task) => ACTIVE.has(task.state));
   $("no-tasks").hidden = page.tasks.length > 0;
   $("older").disabled = !view.next;
   $("newer").disabled = view.cursors.length < 2;
@@ -296,6 +303,7 @@ async function loadDetail() {
   const task = await api("GET", `/tasks/${encodeURIComponent(id)}`);
   if (id !== view.detailId) return;
   renderDetail(task);
+  view.active ||= ACTIVE.has(task.state);
   if (!task.output) {
     view.outputs = null;
     $("outputs").replaceChildren(el("li", "none yet", { class: "hint" }));
@@ -438,7 +446,8 @@ async function refresh() {
     $("list-error").textContent = err.message;
   } finally {
     polling = false;
-    if (token()) view.timer = setTimeout(refresh, again ? 0 : POLL_MS);
+    const busy = view.active && !document.hidden;
+    if (token()) view.timer = setTimeout(refresh, again ? 0 : busy ? POLL_MS : IDLE_POLL_MS);
   }
 }
 
@@ -478,6 +487,9 @@ function start() {
     refresh();
   });
   window.addEventListener("hashchange", openFromHash);
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden) refresh();
+  });
   if (token()) showApp();
   else showLogin();
 }
