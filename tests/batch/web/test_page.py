@@ -152,6 +152,26 @@ def test_cancel_stops_a_running_import_and_retry_runs_it_again(
     expect(task_row.locator("td.state")).to_have_text("succeeded", timeout=WAIT_MS)
     expect(task_row.locator('[role="progressbar"]')).to_have_attribute("aria-valuenow", "100")
     expect(task_row.locator("td").nth(4)).to_have_text("1/3")  # a fresh budget after retry
+    task_row.locator("a.name").click()
+    outcomes = page.locator("#attempt-rows tr td:nth-child(5)")
+    expect(outcomes).to_have_text(["cancelled", "succeeded"], timeout=WAIT_MS)
+
+
+def test_upload_shows_the_problem_detail_of_a_refused_request(
+    page: Any, batch: BatchServer, tmp_path: Path
+) -> None:
+    """Params the API refuses (422) show its problem+json detail, and no task is listed."""
+    log_in(page, batch, "alice")
+    path = tmp_path / "x.csv"
+    path.write_bytes(CSV)
+    page.set_input_files("#upload-file", str(path))
+    page.fill("#upload-max-bad", str(10**10))
+    page.click("#upload-button")
+    status = page.locator("#upload-status")
+    expect(status).to_contain_text("create failed: ", timeout=WAIT_MS)
+    expect(status).to_contain_text("max_bad_rows")
+    expect(status).to_contain_text("(HTTP 422)")
+    expect(page.locator("#task-rows tr")).to_have_count(0)
 
 
 def test_another_users_tasks_are_not_listed(page: Any, batch: BatchServer) -> None:
