@@ -127,9 +127,11 @@ class BatchServer:
             time.sleep(0.05)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """One headless Chromium for the session (each test gets its own context)."""
+    """One headless Chromium per module (each test gets its own context). Not per session:
+    while Playwright's sync API is open, the thread counts as running an event loop, and the
+    async tests of later modules could not run theirs."""
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is absent (apt-get install chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")

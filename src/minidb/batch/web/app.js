@@ -76,9 +76,17 @@ function el(tag, text, attrs = {}) {
   return node;
 }
 
+// A button that is disabled while its action runs (no double retry from a double click).
 function button(text, action, onClick) {
   const b = el("button", text, { type: "button", "data-action": action });
-  b.addEventListener("click", onClick);
+  b.addEventListener("click", async () => {
+    b.disabled = true;
+    try {
+      await onClick();
+    } finally {
+      b.disabled = false;
+    }
+  });
   return b;
 }
 
@@ -154,13 +162,23 @@ function updateBar(bar, task) {
   bar.lastChild.textContent = progressText(task);
 }
 
-function actionButtons(task) {
+function legalActions(task) {
   const out = [];
-  if (RETRYABLE.has(task.state)) out.push(button("Retry", "retry", () => act(task.id, "retry")));
-  if (CANCELLABLE.has(task.state) && !task.cancel_requested) {
-    out.push(button("Cancel", "cancel", () => act(task.id, "cancel")));
-  }
+  if (RETRYABLE.has(task.state)) out.push("retry");
+  if (CANCELLABLE.has(task.state) && !task.cancel_requested) out.push("cancel");
   return out;
+}
+
+// The task's buttons in `box`, rebuilt only when the legal actions change, so a poll never
+// swaps a button out from under a click.
+function setActions(box, task) {
+  const actions = legalActions(task);
+  const key = `${task.id}:${actions.join(",")}`;
+  if (box.dataset.actions === key) return;
+  box.dataset.actions = key;
+  box.replaceChildren(...actions.map((action) => button(
+    action === "retry" ? "Retry" : "Cancel", action, () => act(task.id, action),
+  )));
 }
 
 // --- the list ---------------------------------------------------------------------------------
@@ -171,7 +189,7 @@ const view = {
   rows: new Map(), // task id -> <tr>
   detailId: null,
   active: false, // a task on screen is queued or running
-  outputs: null, // {task id, attempt, files, fetched} of the open detail
+  outputs: null, // {id, attempt, files} of the open detail's output listing
   timer: null,
 };
 
@@ -195,7 +213,7 @@ function renderRow(tr, task) {
   cells[6].textContent = task.created_by;
   cells[7].textContent = age(task.created_at);
   cells[7].title = task.created_at;
-  cells[8].replaceChildren(...actionButtons(task));
+  setActions(cells[8], task);
 }
 
 function newRow(task) {
@@ -268,7 +286,7 @@ function renderDetail(task) {
   field(dl, "created", `${task.created_at} (${age(task.created_at)} ago)`);
   field(dl, "updated", task.updated_at);
   if (task.not_before) field(dl, "not before", task.not_before);
-  $("detail-actions").replaceChildren(...actionButtons(task));
+  setActions($("detail-actions"), task);
   $("attempt-rows").replaceChildren(...(task.attempts || []).map((a) => {
     const tr = el("tr");
     tr.append(el("td", a.n), el("td", a.worker), el("td", a.started_at), el("td", a.ended_at ?? ""),
@@ -321,6 +339,8 @@ function openFromHash() {
   view.outputs = null;
   $("detail").hidden = view.detailId === null;
   $("detail-error").textContent = "";
+  delete $("detail-actions").dataset.actions;
+  $("detail-actions").replaceChildren();
   if (view.detailId) {
     $("detail-title").textContent = view.detailId;
     $("detail-fields").replaceChildren();
