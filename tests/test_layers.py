@@ -19,6 +19,8 @@ ALLOWED = {
     "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore"},
     "client": {"errors", "protocol", "runtime"},
     "batch": {"errors", "protocol", "client", "runtime", "objstore"},
+    "up": {"errors", "server", "batch", "client", "objstore", "store", "wal", "protocol",
+           "runtime"},
 }
 
 
@@ -48,3 +50,12 @@ def test_layers_lower_never_import_higher() -> None:
             if bad:
                 problems.append(f"{path.relative_to(SRC)} imports {sorted(bad)}")
     assert not problems, "\n".join(problems)
+
+
+def test_layers_nothing_imports_up() -> None:
+    """``minidb.up`` sits on top: no module outside it imports it (the CLI loads it by name)."""
+    importers = [
+        str(path.relative_to(SRC)) for path in sorted(SRC.rglob("*.py"))
+        if "up" in _minidb_imports(path) and path.relative_to(SRC).parts[0] != "up"
+    ]
+    assert not importers, importers
