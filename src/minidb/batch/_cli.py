@@ -46,8 +46,99 @@ def register(subparsers: Any) -> None:
     worker.add_argument("--s3-endpoint", default=None, metavar="URL",
                         help="S3-compatible endpoint (MinIO, moto, R2)")
     worker.set_defaults(handler=_worker)
+    _register_serve(commands)
     _register_scripts(commands)
     parser.set_defaults(handler=lambda _args: _usage(parser))
+
+
+def _register_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve", help="run the HTTP control API",
+        description="Serve the batch control API (docs/batch-api.md) until SIGTERM.",
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    serve.add_argument("--store", required=True, help="file:DIR or s3://BUCKET/PREFIX")
+    serve.add_argument("--tokens", required=True, metavar="FILE",
+                       help="one TOKEN USER ROLE per line (ROLE: user or operator)")
+    serve.add_argument("--minidb", default=None, metavar="HOST:PORT",
+                       help="the minidb server the in-process workers use")
+    serve.add_argument("--workers", type=int, default=0, help="in-process workers (default 0)")
+    serve.add_argument("--presign-seconds", type=int, default=900,
+                       help="lifetime of output download URLs")
+    serve.add_argument("--max-input-bytes", type=int, default=100 << 20,
+                       help="largest input CSV accepted (413 above)")
+    serve.add_argument("--lease-seconds", type=float, default=30.0)
+    serve.add_argument("--heartbeat-seconds", type=float, default=10.0)
+    serve.add_argument("--poll-seconds", type=float, default=2.0)
+    serve.add_argument("--s3-endpoint", default=None, metavar="URL",
+                       help="S3-compatible endpoint (MinIO, moto, R2)")
+    serve.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from minidb.batch._backoff import IdlePoll
+    from minidb.batch._worker import WorkerConfig
+    from minidb.batch.api._serve import ServeConfig
+    from minidb.batch.api._service import ApiSettings
+
+    try:
+        if not 0 <= args.port < 65536:
+            raise ValueError(f"--port must be in 0..65535, not {args.port}")
+        if args.workers < 0:
+            raise ValueError("--workers must be 0 or more")
+        address = None if args.minidb is None else _address(args.minidb)
+        if args.workers and address is None:
+            raise ValueError("--workers needs --minidb HOST:PORT")
+        worker = WorkerConfig(
+            worker_id=f"{socket.gethostname()}-{os.getpid()}",
+            lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
+            poll=IdlePoll(min_s=args.poll_seconds,
+                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
+        )
+        config = ServeConfig(
+            host=args.host, port=args.port, workers=args.workers, worker=worker, minidb=address,
+            settings=ApiSettings(presign_s=args.presign_seconds,
+                                 max_input_bytes=args.max_input_bytes),
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"minidb batch serve: error: {exc}\n")
+        return 2
+    import minidb.runtime
+
+    return minidb.runtime.run(_serve_main(args, config))
+
+
+async def _serve_main(args: argparse.Namespace, config: Any) -> int:
+    from minidb.batch.api import TokenFileError, load_tokens
+    from minidb.batch.api._serve import serve
+    from minidb.errors import ConfigError
+    from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
+    from minidb.objstore import self_test as store_self_test
+
+    try:
+        tokens = load_tokens(args.tokens)
+    except TokenFileError as exc:
+        sys.stderr.write(f"minidb batch serve: error: {exc}\n")
+        return 2
+    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
+    try:
+        store = open_store(args.store, **options)
+    except ConfigError as exc:
+        sys.stderr.write(f"minidb batch serve: error: {exc}\n")
+        return 2
+    try:
+        try:
+            await store_self_test(store)
+        except ConditionalWritesNotEnforced as exc:
+            sys.stderr.write(f"minidb batch serve: error: {exc}\n")
+            return 1
+        except ObjectStoreError as exc:
+            sys.stderr.write(f"minidb batch serve: error: store {store.endpoint}: {exc}\n")
+            return 1
+        return await serve(store, tokens, config)
+    finally:
+        await store.close()
 
 
 def _register_scripts(commands: Any) -> None:

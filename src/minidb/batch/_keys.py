@@ -9,6 +9,7 @@
     idem/<user>/<sha256(key)>            Idempotency-Key record (If-None-Match:*)
     users/<user>/<inv(id)>               per-user index, a tiny object made with the task
     queue/<due_ms:013d>_<id>_<nonce>     queue marker: a hint that the task may need a worker
+    secrets/api                          the HTTP API's signing secret (If-None-Match:*, once)
 
 ``tasks/`` and ``users/`` use the inverted id so an ascending LIST is newest first; ``queue/``
 uses the due time so an ascending LIST is earliest-due first and ``start_after`` / a key
@@ -37,6 +38,9 @@ OUTPUTS_PREFIX = "outputs/"
 IDEM_PREFIX = "idem/"
 USERS_PREFIX = "users/"
 QUEUE_PREFIX = "queue/"
+SECRETS_PREFIX = "secrets/"
+API_SECRET_KEY = f"{SECRETS_PREFIX}api"
+"""The API's per-store secret (cursor signing): created once, shared by every API process."""
 
 STATUS_NAME = "status.json"
 INPUT_NAME = "input.csv"
@@ -110,6 +114,11 @@ def idempotency_key(user: str, key: str) -> str:
     """``idem/<user>/<sha256(key)>``: the client's key hashed, so any bytes make a safe key."""
     digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
     return f"{IDEM_PREFIX}{check_user(user)}/{digest}"
+
+
+def status_start_after(task_id: str) -> str:
+    """The ``start_after`` that lists the status keys of tasks older than ``task_id``."""
+    return status_key(task_id)
 
 
 def user_prefix(user: str) -> str:

@@ -149,6 +149,13 @@ class QueueStatistics:
     markers_deleted: int = 0
 
 
+def _same_request(a: TaskRecord, b: TaskRecord) -> bool:
+    """Whether two creates of one task id asked for the same task."""
+    return (a.created_by, a.type, dict(a.params), a.name, a.max_attempts) == (
+        b.created_by, b.type, dict(b.params), b.name, b.max_attempts
+    )
+
+
 class TaskQueue:
     """Create, submit, list, cancel, retry, claim and finish tasks kept in ``store``."""
 
@@ -270,13 +277,19 @@ class TaskQueue:
         *,
         name: str = "",
         max_attempts: int = 3,
+        task_id: str | None = None,
     ) -> TaskRecord:
-        """A new task in state ``created``: the user's index entry, then ``status.json``."""
+        """A new task in state ``created``: the user's index entry, then ``status.json``.
+
+        ``task_id`` (default: a fresh one) lets an idempotent create name the task before it
+        exists; creating one id again returns the stored record when it is the same request
+        (same user, type, params, name and budget) and is ``PreconditionFailed`` otherwise.
+        """
         _keys.check_user(user)
         now = self._clock()
         record = new_record(
-            self._ids.new(now), task_type, params, created_by=user, now_ms=now, name=name,
-            max_attempts=max_attempts,
+            self._ids.new(now) if task_id is None else parse_task_id(task_id), task_type,
+            params, created_by=user, now_ms=now, name=name, max_attempts=max_attempts,
         )
         await self._put_hint(_keys.user_index_key(user, record.id))
         key = _keys.status_key(record.id)
@@ -284,6 +297,8 @@ class TaskQueue:
             await self.store.put_if_absent(key, encode(record))
         except (AmbiguousWrite, PreconditionFailed, TransientError):
             reread = await self._read(record.id)
+            if reread is not None and task_id is not None and _same_request(record, reread.record):
+                return reread.record
             if reread is None or reconcile(record.write_id, reread.record) != "ours":
                 raise
             self._stats.reconciled_ours += 1
@@ -347,6 +362,26 @@ class TaskQueue:
         reads = await asyncio.gather(*(self._read(task_id) for task_id in ids))
         tasks = tuple(stored.record for stored in reads if stored is not None)
         last = _keys.parse_user_index_key(page.entries[-1].key)[1] if page.entries else None
+        return TaskPage(tasks, last if page.next_start_after is not None else None)
+
+    async def list_all(self, *, limit: int = 20, cursor: str | None = None) -> TaskPage:
+        """A page of every user's tasks, newest first: one LIST of ``limit`` status keys and
+        one GET per task (the operator's view; ``tasks/`` sorts newest first as well)."""
+        if not 1 <= limit <= LIST_LIMIT_MAX:
+            raise ValueError(f"limit must be in 1..{LIST_LIMIT_MAX}, not {limit}")
+        start = None if cursor is None else _keys.status_start_after(parse_task_id(cursor))
+        page = await self._retrying(
+            lambda: self.store.list(prefix=_keys.TASKS_PREFIX, start_after=start, limit=limit)
+        )
+        ids: list[str] = []
+        for entry in page.entries:
+            try:
+                ids.append(_keys.parse_status_key(entry.key))
+            except InvalidTaskId:
+                continue  # not one of ours
+        reads = await asyncio.gather(*(self._read(task_id) for task_id in ids))
+        tasks = tuple(stored.record for stored in reads if stored is not None)
+        last = ids[-1] if ids else None
         return TaskPage(tasks, last if page.next_start_after is not None else None)
 
     async def cancel(self, task_id: str) -> TaskRecord:

@@ -1,0 +1,167 @@
+"""RFC 9457 problem details: the one place an error becomes an HTTP answer.
+
+Every error the API sends is ``application/problem+json``::
+
+    {"type": "about:blank", "title": "Not Found", "status": 404, "detail": "no task ..."}
+
+plus ``code`` (a stable token such as ``not_found``, ``conflict``) for clients that branch on
+it. ``install`` replaces FastAPI's own bodies (``HTTPException``, request validation, unknown
+routes, 405) and translates the batch and object-store errors, so a route raises what it means
+and this module decides the status:
+
+==========================================  ======  ========================================
+``ApiProblem``                              its own
+``TaskNotFound``, ``InvalidTaskId``         404     also another user's task (never told apart)
+``IllegalTransition``                       409     the task's state forbids it
+``TaskTypeError``                           422     unknown type, bad params
+``InvalidCursor``, ``InvalidIdempotencyKey``  400
+``IdempotencyMismatch``                     422
+``Contended``, any ``ObjectStoreError``     503     with ``Retry-After``: the store is the
+                                                    trouble, trying later can succeed
+request validation                          422     (400 for the query string, a bad limit)
+==========================================  ======  ========================================
+
+Theory: 5xx other than 503 means a bug; the schemathesis test treats any as a failure.
+"""
+
+from __future__ import annotations
+
+import http
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+
+from minidb.batch._errors import (
+    Contended,
+    IllegalTransition,
+    InvalidTaskId,
+    TaskNotFound,
+    TaskTypeError,
+)
+from minidb.batch.api._cursor import InvalidCursor
+from minidb.batch.api._idempotency import IdempotencyMismatch, InvalidIdempotencyKey
+from minidb.errors import MinidbError
+from minidb.objstore import ObjectStoreError, PresignError
+
+log = logging.getLogger("minidb.batch.api")
+
+PROBLEM_JSON = "application/problem+json"
+RETRY_AFTER_S = 1
+"""``Retry-After`` of a 503, in seconds: the store retries already ran; try again soon."""
+
+
+class ApiProblem(MinidbError):
+    """An error with its HTTP status; ``code`` is the stable token, ``headers`` extra ones."""
+
+    def __init__(
+        self, status: int, detail: str, *, code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.code = code or _default_code(status)
+        self.headers = dict(headers or {})
+
+
+def _default_code(status: int) -> str:
+    return http.HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+
+
+def problem(
+    status: int, detail: str, *, code: str | None = None,
+    headers: Mapping[str, str] | None = None, extra: Mapping[str, Any] | None = None,
+) -> Response:
+    """The problem+json response."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": http.HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code or _default_code(status),
+    }
+    if extra:
+        body.update(extra)
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}),
+                        media_type=PROBLEM_JSON)
+
+
+def unauthorized(detail: str = "a valid bearer token is required") -> ApiProblem:
+    return ApiProblem(401, detail, code="unauthorized", headers={"WWW-Authenticate": "Bearer"})
+
+
+def translate(exc: Exception) -> ApiProblem | None:
+    """The problem an exception stands for, or None for a bug (answered 500 by the caller)."""
+    if isinstance(exc, ApiProblem):
+        return exc
+    if isinstance(exc, TaskNotFound | InvalidTaskId):
+        return ApiProblem(404, "no such task", code="not_found")
+    if isinstance(exc, IllegalTransition):
+        return ApiProblem(409, str(exc), code="conflict")
+    if isinstance(exc, TaskTypeError):
+        return ApiProblem(422, str(exc), code="invalid_task")
+    if isinstance(exc, InvalidCursor):
+        return ApiProblem(400, str(exc), code="invalid_cursor")
+    if isinstance(exc, InvalidIdempotencyKey):
+        return ApiProblem(400, str(exc), code="invalid_idempotency_key")
+    if isinstance(exc, IdempotencyMismatch):
+        return ApiProblem(422, str(exc), code="idempotency_key_reused")
+    if isinstance(exc, PresignError):
+        return ApiProblem(403, "the URL is invalid or has expired", code="forbidden")
+    if isinstance(exc, Contended | ObjectStoreError | TimeoutError):
+        return ApiProblem(
+            503, "the task store is unavailable; try again", code="store_unavailable",
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
+    return None
+
+
+def _validation_status(exc: RequestValidationError) -> int:
+    # The query string (a limit out of range) is a bad request; a body that parsed as JSON
+    # but has the wrong shape is unprocessable.
+    locations = {str(error.get("loc", ("",))[0]) for error in exc.errors()}
+    return 400 if locations & {"query", "path", "header"} else 422
+
+
+def _validation_detail(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    """Make every error of ``app`` a problem+json answer."""
+
+    async def on_http(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        detail = exc.detail if isinstance(exc.detail, str) else http.HTTPStatus(
+            exc.status_code).phrase
+        return problem(exc.status_code, detail, headers=headers)
+
+    async def on_validation(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        return problem(_validation_status(exc), _validation_detail(exc), code="invalid_request")
+
+    async def on_error(request: Request, exc: Exception) -> Response:
+        found = translate(exc)
+        if found is None:
+            log.exception("unexpected error in %s %s", request.method, request.url.path)
+            return problem(500, "internal error", code="internal")
+        if found.status == 503:
+            log.warning("store unavailable in %s %s: %s", request.method, request.url.path,
+                        type(exc).__name__)
+        return problem(found.status, found.detail, code=found.code, headers=found.headers)
+
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(MinidbError, on_error)
+    app.add_exception_handler(TimeoutError, on_error)
+    app.add_exception_handler(Exception, on_error)

@@ -1,0 +1,147 @@
+"""Fixtures of the API tests: the control API served over real HTTP on 127.0.0.1:0.
+
+``ApiServer`` runs ``create_app`` under uvicorn in a thread with its own minidb.runtime loop
+(the store is used only from that loop), so tests talk to it with plain ``httpx`` clients,
+sync or async. ``api`` is parametrised over both backends (file: and the moto rig).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+import minidb.runtime
+from minidb.batch.api import ApiSettings, create_app, parse_tokens
+from minidb.objstore import ObjectStore
+from tests.batch.conftest import file_store, proxy, s3_store, s3rig, store  # noqa: F401  (fixtures)
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789ab"
+ROOT = "root-token-0123456789a"
+TOKENS_TEXT = f"""# test tokens
+{ALICE} alice user
+{BOB} bob user
+{ROOT} root operator
+"""
+START_TIMEOUT_S = 10.0
+"""How long the in-process server may take to start listening."""
+STOP_TIMEOUT_S = 10.0
+"""How long it may take to stop."""
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+class ApiServer:
+    """The API over ``store`` under uvicorn in a thread; ``url`` once started."""
+
+    def __init__(self, objects: ObjectStore, settings: ApiSettings | None = None,
+                 **options: Any) -> None:
+        self.app = create_app(objects, parse_tokens(TOKENS_TEXT), settings=settings, **options)
+        self.service = self.app.state.service
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._server = uvicorn.Server(uvicorn.Config(
+            self.app, loop="none", lifespan="off", access_log=False, log_config=None))
+        self._server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            await self._server.serve(sockets=[self._sock])
+        minidb.runtime.run(main())
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        with httpx.Client(base_url=self.url, timeout=1.0) as client:
+            for _ in range(int(START_TIMEOUT_S / 0.05)):
+                with contextlib.suppress(httpx.HTTPError):
+                    if client.get("/healthz").status_code == 200:
+                        return self
+                threading.Event().wait(0.05)
+        raise AssertionError("the API server did not start")
+
+    def call(self, coro: Any) -> Any:
+        """Run ``coro`` on the server's loop (where its store lives) and return the result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(STOP_TIMEOUT_S)
+
+    def client(self, token: str | None = None, **options: Any) -> httpx.Client:
+        headers = {} if token is None else auth(token)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, **options)
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(STOP_TIMEOUT_S)
+        assert not self._thread.is_alive(), "the API server did not stop"
+
+
+@pytest.fixture
+def api(store: ObjectStore) -> Iterator[ApiServer]:  # noqa: F811
+    """The API on each backend, over real HTTP."""
+    server = ApiServer(store).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def alice(api: ApiServer) -> Iterator[httpx.Client]:
+    with api.client(ALICE) as client:
+        yield client
+
+
+@pytest.fixture
+def bob(api: ApiServer) -> Iterator[httpx.Client]:
+    with api.client(BOB) as client:
+        yield client
+
+
+@pytest.fixture
+def root(api: ApiServer) -> Iterator[httpx.Client]:
+    with api.client(ROOT) as client:
+        yield client
+
+
+@pytest.fixture
+def anon(api: ApiServer) -> Iterator[httpx.Client]:
+    with api.client() as client:
+        yield client
+
+
+CSV = b"bucket,key,value\nb,k1,v1\nb,k2,v2\n"
+
+
+def create(client: httpx.Client, body: dict[str, Any] | None = None,
+           **headers: str) -> httpx.Response:
+    """POST /tasks (a csv_import by default)."""
+    return client.post("/tasks", json=body or {"type": "csv_import"}, headers=headers)
+
+
+def created_id(client: httpx.Client, body: dict[str, Any] | None = None) -> str:
+    response = create(client, body)
+    assert response.status_code == 201, response.text
+    task_id: str = response.json()["id"]
+    return task_id
+
+
+def is_problem(response: httpx.Response, status: int) -> bool:
+    """Whether ``response`` is an RFC 9457 problem with ``status``."""
+    body = response.json()
+    return (response.status_code == status
+            and response.headers["content-type"].startswith("application/problem+json")
+            and body["status"] == status and isinstance(body["title"], str))
