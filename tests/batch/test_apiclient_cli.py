@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import pytest
 
 from minidb.client import SyncClient
@@ -27,7 +28,9 @@ STARTUP_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 60.0
 """How long one CLI invocation may take (a submit waits for its task to end)."""
 FAST = ("--lease-seconds", "3", "--heartbeat-seconds", "0.3", "--poll-seconds", "0.1")
-TOKENS = "optok operator-1 operator\nalicetok alice user\nbobtok bob user\n"
+OPERATOR = "operator-token-0123456789"
+BOB = "bob-token-0123456789abcdef"
+TOKENS = f"{OPERATOR} operator-1 operator\nalice-token-0123456789ab alice user\n{BOB} bob user\n"
 
 _TASK_LINE = re.compile(r"^task (\w+) (\w+)$")
 
@@ -50,7 +53,7 @@ class System:
     line_port: int
     tmp: Path
 
-    def cli(self, *args: str, token: str | None = "optok", url: str | None = "",
+    def cli(self, *args: str, token: str | None = OPERATOR, url: str | None = "",
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``minidb batch ARGS --url URL --token TOKEN`` to the end, within the deadline.
 
@@ -110,7 +113,7 @@ def _task_id(stdout: str) -> str:
     raise AssertionError(f"no task line in {stdout!r}")
 
 
-def _show(system: System, task_id: str, token: str = "optok") -> dict[str, object]:
+def _show(system: System, task_id: str, token: str = OPERATOR) -> dict[str, object]:
     done = system.cli("show", task_id, "--json", token=token)
     assert done.returncode == 0, done.stderr
     task: dict[str, object] = json.loads(done.stdout)
@@ -118,11 +121,14 @@ def _show(system: System, task_id: str, token: str = "optok") -> dict[str, objec
 
 
 def _until_state(system: System, task_id: str, state: str, timeout: float = 30.0) -> None:
+    """Poll the task over HTTP (not the CLI: an interpreter start per poll) until ``state``."""
     deadline = time.monotonic() + timeout
-    while (task := _show(system, task_id))["state"] != state:
-        if time.monotonic() > deadline:
-            pytest.fail(f"task never got to {state}: {task}")
-        time.sleep(0.2)
+    headers = {"Authorization": f"Bearer {OPERATOR}"}
+    with httpx.Client(base_url=system.url, headers=headers, timeout=10.0) as http:
+        while (task := http.get(f"/tasks/{task_id}").json())["state"] != state:
+            if time.monotonic() > deadline:
+                pytest.fail(f"task never got to {state}: {task}")
+            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +204,7 @@ def test_cli_failed_task_exits_1(system: System, tmp_path: Path) -> None:
 def test_cli_cancel_ends_a_waiting_submit_with_1_and_retry_requeues(system: System) -> None:
     """``cancel`` of a running task makes the waiting ``submit`` exit 1; ``retry`` queues it."""
     command = [sys.executable, "-m", "minidb", "batch", "submit", "--type", "sleep",
-               "--param", "seconds=60", "--url", system.url, "--token", "optok"]
+               "--param", "seconds=60", "--url", system.url, "--token", OPERATOR]
     waiting = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
@@ -233,7 +239,7 @@ def test_cli_no_wait_prints_the_id_and_exits_0(system: System) -> None:
 
 def test_cli_url_and_token_from_the_environment(system: System) -> None:
     """Without ``--url``/``--token``, MINIDB_BATCH_URL and MINIDB_BATCH_TOKEN are used."""
-    env = {"MINIDB_BATCH_URL": system.url, "MINIDB_BATCH_TOKEN": "optok"}
+    env = {"MINIDB_BATCH_URL": system.url, "MINIDB_BATCH_TOKEN": OPERATOR}
     done = system.cli("ls", token=None, url=None, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ID")
@@ -241,10 +247,10 @@ def test_cli_url_and_token_from_the_environment(system: System) -> None:
 
 def test_cli_bad_token_missing_token_and_bad_url(system: System) -> None:
     """A refused token exits 3 (401), no token exits 2, an unreachable API exits 3."""
-    refused = system.cli("ls", token="nope")
+    refused = system.cli("ls", token="nope-not-a-token-at-all")
     assert refused.returncode == 3
     assert "401" in refused.stderr
-    assert "nope" not in refused.stderr
+    assert "nope-not" not in refused.stderr
     missing = system.cli("ls", token=None)
     assert missing.returncode == 2
     assert "MINIDB_BATCH_TOKEN" in missing.stderr
@@ -257,7 +263,7 @@ def test_cli_other_users_task_and_unknown_ids_exit_3(system: System, imported: s
     """A user's view of another's task is a 404 (exit 3), as is an id that does not exist."""
     for args in (("show", imported), ("cancel", imported), ("retry", imported),
                  ("output", imported)):
-        done = system.cli(*args, token="bobtok")
+        done = system.cli(*args, token=BOB)
         assert done.returncode == 3, (args, done.stdout)
         assert "404" in done.stderr
     assert system.cli("show", "01KBCQCK20JZ7R9YTJGD1AH5T3").returncode == 3
