@@ -4,7 +4,9 @@ every call has a deadline."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import os
 import re
@@ -18,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from minidb._cli import main
 from minidb.client import SyncClient
 from tests._listening import LineReader
 
@@ -54,20 +57,48 @@ class System:
     tmp: Path
 
     def cli(self, *args: str, token: str | None = OPERATOR, url: str | None = "",
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+            env: dict[str, str] | None = None, spawn: bool = False) -> Ran:
         """Run ``minidb batch ARGS --url URL --token TOKEN`` to the end, within the deadline.
 
         ``url`` "" is this system's API, None leaves ``--url`` out; ``token`` None leaves
-        ``--token`` out. MINIDB_BATCH_* variables of the test run are not passed on.
+        ``--token`` out. MINIDB_BATCH_* variables of the test run are not passed on. In this
+        process through ``minidb._cli.main`` (the same HTTP, without an interpreter start per
+        call), or with ``spawn`` as a ``python -m minidb`` subprocess.
         """
-        command = [sys.executable, "-m", "minidb", "batch", *args]
+        argv = ["batch", *args]
         if url is not None:
-            command += ["--url", url or self.url]
+            argv += ["--url", url or self.url]
         if token is not None:
-            command += ["--token", token]
+            argv += ["--token", token]
         clean = {k: v for k, v in os.environ.items() if not k.startswith("MINIDB_BATCH_")}
-        return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT_S,
-                              env={**clean, **(env or {})})
+        full_env = {**clean, **(env or {})}
+        if spawn:
+            done = subprocess.run([sys.executable, "-m", "minidb", *argv], capture_output=True,
+                                  text=True, timeout=CLI_TIMEOUT_S, env=full_env)
+            return Ran(done.returncode, done.stdout, done.stderr)
+        out, err = io.StringIO(), io.StringIO()
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(full_env)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = main(argv)
+                except SystemExit as exc:  # argparse's usage errors
+                    code = int(exc.code or 0)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        return Ran(code, out.getvalue(), err.getvalue())
+
+
+@dataclass
+class Ran:
+    """How one CLI invocation ended."""
+
+    returncode: int
+    stdout: str
+    stderr: str
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
@@ -134,7 +165,7 @@ def _until_state(system: System, task_id: str, state: str, timeout: float = 30.0
 @pytest.fixture(scope="module")
 def imported(system: System) -> str:
     """The id of examples/users.csv imported with ``submit`` (checked by the first test)."""
-    done = system.cli("submit", "--type", "csv_import", str(USERS_CSV))
+    done = system.cli("submit", "--type", "csv_import", str(USERS_CSV), spawn=True)
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert "succeeded: rows=303 ok=300 failed=3" in done.stdout
     return _task_id(done.stdout)
@@ -240,7 +271,7 @@ def test_cli_no_wait_prints_the_id_and_exits_0(system: System) -> None:
 def test_cli_url_and_token_from_the_environment(system: System) -> None:
     """Without ``--url``/``--token``, MINIDB_BATCH_URL and MINIDB_BATCH_TOKEN are used."""
     env = {"MINIDB_BATCH_URL": system.url, "MINIDB_BATCH_TOKEN": OPERATOR}
-    done = system.cli("ls", token=None, url=None, env=env)
+    done = system.cli("ls", token=None, url=None, env=env, spawn=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ID")
 
@@ -279,7 +310,7 @@ def test_cli_usage_errors_exit_2(system: System, tmp_path: Path) -> None:
         ("ls", "--limit", "0"),
     ]
     for args in cases:
-        done = system.cli(*args)
+        done = system.cli(*args, spawn=args[0] == "ls")
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
