@@ -19,6 +19,8 @@ import pytest
 import redis
 
 from tests._listening import LISTENING, LineReader
+from tests.objstore.conftest import S3Rig, s3rig  # noqa: F401
+from tests.objstore.s3rig import ACCESS_KEY, REGION, SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 USERS_CSV = ROOT / "examples" / "users.csv"
@@ -94,10 +96,12 @@ def start_up(tmp_path: Path) -> Iterator[StartUp]:
     """Start ``minidb up`` on a data dir (port 0 everywhere); everything is killed at teardown."""
     started: list[Up] = []
 
-    def start(data_dir: Path = tmp_path / "data", *extra: str) -> Up:
+    def start(data_dir: Path = tmp_path / "data", *extra: str,
+              env: dict[str, str] | None = None) -> Up:
         proc = subprocess.Popen(
             [sys.executable, "-m", "minidb", "up", "--data-dir", str(data_dir), *ANY_PORT,
              *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})},
         )
         reader = LineReader(proc)
         try:
@@ -196,6 +200,25 @@ def test_up_prints_its_lines_imports_stops_and_restarts(start_up: StartUp, tmp_p
         assert task_id in [t["id"] for t in http.get("/tasks").json()["tasks"]]
     assert again.stop(signal.SIGTERM) == 0
     _wait_gone(again.children, timeout=1.0)
+
+
+def test_up_on_s3_imports_and_finds_the_task_after_a_restart(
+    start_up: StartUp, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``--store s3://...`` keeps the tasks in S3 (moto): an import, a restart, the same task."""
+    s3rig: S3Rig = request.getfixturevalue("s3rig")
+    bucket = s3rig.server.new_bucket()
+    env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+           "AWS_DEFAULT_REGION": REGION}
+    store = ("--store", f"s3://{bucket}/up", "--s3-endpoint", s3rig.server.endpoint)
+    up = start_up(tmp_path / "data", *store, env=env)
+    task_id = _import_users(up)
+    assert not (tmp_path / "data" / "objects").exists()
+    assert up.stop(signal.SIGTERM) == 0
+    again = start_up(tmp_path / "data", *store, env=env)
+    with again.http() as http:
+        assert http.get(f"/tasks/{task_id}").json()["state"] == "succeeded"
+    assert again.stop() == 0
 
 
 def test_up_sigkill_leaves_no_orphan(start_up: StartUp) -> None:

@@ -166,7 +166,8 @@ def progress_text(task: Mapping[str, Any]) -> str:
     """One line of where a task is: id, state, rows, bytes."""
     cancelling = task.get("cancel_requested") and task.get("state") not in TERMINAL_STATES
     state = f"{task.get('state')}{' (cancel requested)' if cancelling else ''}"
-    return f"{task.get('id')} {state} {progress_detail(task)}"
+    detail = progress_detail(task)
+    return f"{task.get('id')} {state}" + ("" if detail == "-" else f" {detail}")
 
 
 def result_text(task: Mapping[str, Any]) -> str:

@@ -33,8 +33,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--metrics-port", type=int, default=defaults.DEFAULT_METRICS_PORT,
                         help=f"Prometheus /metrics (default {defaults.DEFAULT_METRICS_PORT})")
     parser.add_argument("--store", default=None, metavar="URL",
-                        help="object store of the batch tasks: s3://BUCKET/PREFIX "
-                        "(AWS_ENDPOINT_URL for a non-AWS endpoint); default file:DATA/objects")
+                        help="object store of the batch tasks: s3://BUCKET/PREFIX (credentials "
+                        "from the AWS_* variables); default file:DATA/objects")
+    parser.add_argument("--s3-endpoint", default=None, metavar="URL",
+                        help="S3-compatible endpoint of an s3:// store (MinIO, moto, R2)")
     parser.set_defaults(handler=_up)
 
 
@@ -47,6 +49,7 @@ def _up(args: Any) -> int:
             data_dir=Path(args.data_dir), host=args.host, port=args.port,
             resp_port=args.resp_port, http_port=args.http_port,
             metrics_port=args.metrics_port, store=args.store,
+            s3_endpoint=args.s3_endpoint,
         )
     except ConfigError as exc:
         sys.stderr.write(f"minidb up: error: {exc}\n")

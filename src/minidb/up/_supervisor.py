@@ -63,6 +63,9 @@ class UpConfig:
     metrics_port: int = DEFAULT_METRICS_PORT
     store: str | None = None
     """An object store URL; None: ``file:DATA/objects``."""
+    s3_endpoint: str | None = None
+    """An S3-compatible endpoint for an ``s3://`` store (MinIO, R2, moto); None: AWS or
+    ``AWS_ENDPOINT_URL``."""
     python: str = sys.executable
     """The interpreter the children run on (``python -m minidb``)."""
 
@@ -100,6 +103,7 @@ class UpConfig:
             "--port", str(self.http_port), "--store", self.store_url,
             "--minidb", f"{_connectable(minidb[0])}:{minidb[1]}",
             "--tokens", str(self.tokens_file), "--workers", "1",
+            *(["--s3-endpoint", self.s3_endpoint] if self.s3_endpoint else []),
         ]
 
 
