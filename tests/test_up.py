@@ -206,11 +206,11 @@ def test_up_on_s3_imports_and_finds_the_task_after_a_restart(
     start_up: StartUp, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     """``--store s3://...`` keeps the tasks in S3 (moto): an import, a restart, the same task."""
-    s3rig: S3Rig = request.getfixturevalue("s3rig")
-    bucket = s3rig.server.new_bucket()
+    rig: S3Rig = request.getfixturevalue("s3rig")
+    bucket = rig.server.new_bucket()
     env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
            "AWS_DEFAULT_REGION": REGION}
-    store = ("--store", f"s3://{bucket}/up", "--s3-endpoint", s3rig.server.endpoint)
+    store = ("--store", f"s3://{bucket}/up", "--s3-endpoint", rig.server.endpoint)
     up = start_up(tmp_path / "data", *store, env=env)
     task_id = _import_users(up)
     assert not (tmp_path / "data" / "objects").exists()
