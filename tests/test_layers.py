@@ -36,7 +36,8 @@ def _minidb_imports(path: pathlib.Path) -> set[str]:
             continue
         for name in names:
             parts = name.split(".")
-            if parts[0] == "minidb" and len(parts) > 1:
+            # ``from minidb import __version__`` names package metadata, not a layer.
+            if parts[0] == "minidb" and len(parts) > 1 and not parts[1].startswith("__"):
                 found.add(parts[1])
     return found
 

@@ -47,6 +47,8 @@ STARTUP_TIMEOUT_S: Final = 60.0
 STOP_GRACE_S: Final = 30.0
 """How long each child may take to stop after SIGTERM before it is killed: above the
 server's 10 s grace and the API's in-flight requests."""
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""What stops ``minidb up`` gracefully (exit 0)."""
 SERVER_KINDS: Final = frozenset({"line", "resp", "metrics"})
 BATCH_KINDS: Final = frozenset({"batch"})
 
@@ -135,12 +137,16 @@ def banner(listening: dict[str, tuple[str, int]], token: str) -> list[str]:
 
 @contextmanager
 def _stop_signals(stopping: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stopping`` while inside; the old handlers come back after."""
+    """SIGINT, SIGTERM and SIGHUP set ``stopping`` while inside; old handlers come back after.
+
+    SIGHUP (the terminal went away) is a stop like the others rather than the default instant
+    exit, so the children still stop in order instead of by their death signal.
+    """
 
     def handle(_signum: int, _frame: FrameType | None) -> None:
         stopping.set()
 
-    old = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, handle) for s in STOP_SIGNALS}
     try:
         yield
     finally:
