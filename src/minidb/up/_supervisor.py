@@ -29,12 +29,14 @@ from types import FrameType
 from typing import Final
 
 from minidb.errors import ConfigError
+from minidb.server import _config as server_defaults
 from minidb.up._children import Child, ChildError
 from minidb.up._tokens import ensure_operator_token
 
-DEFAULT_HOST: Final = "127.0.0.1"
-DEFAULT_DATA_DIR: Final = "./minidb-data"
-DEFAULT_PORT: Final = 7878
+DEFAULT_HOST: Final = server_defaults.DEFAULT_HOST
+DEFAULT_DATA_DIR: Final = server_defaults.DEFAULT_DATA_DIR
+"""The same as ``minidb serve``'s, which ``up`` divides into server/, objects/ and batch/."""
+DEFAULT_PORT: Final = server_defaults.DEFAULT_PORT
 """The line protocol: ``minidb serve``'s own default."""
 DEFAULT_RESP_PORT: Final = 6380
 """RESP: one above Redis's 6379, so a local Redis keeps its port."""
