@@ -5,6 +5,10 @@ on stderr and exit 1 if it fails); once the first poll has been made the worker 
 ``minidb batch worker <id> ready`` (flushed); SIGTERM or SIGINT stops claiming, lets the
 running attempt finish within ``--grace`` seconds or releases it, and exits 0. Bad options
 exit 2 with one line.
+
+``minidb batch serve`` (the control API, docs/batch-api.md) self-tests the store the same way,
+prints ``minidb listening on HOST:PORT (batch)`` and exits 0 on SIGTERM after the requests in
+flight (``minidb.batch.api._serve``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,11 @@ import os
 import signal
 import socket
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from minidb.objstore import ObjectStore
 
 DEFAULT_POLL_CAP_S = 30.0
 """The idle poll interval grows from ``--poll-seconds`` up to this (or to it, if larger)."""
@@ -50,6 +58,100 @@ def register(subparsers: Any) -> None:
     _register_scripts(commands)
     parser.set_defaults(handler=lambda _args: _usage(parser))
 
+
+def _register_scripts(commands: Any) -> None:
+    """``submit``, ``ls``, ``show``, ``cancel``, ``retry``, ``output``: clients of the API."""
+    from minidb.batch import _scripts
+
+    _scripts.register(commands)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--minidb must be HOST:PORT, not {text!r}")
+    return host, int(port)
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from minidb.batch._backoff import IdlePoll, RetryBackoff
+    from minidb.batch._worker import WorkerConfig
+
+    try:
+        address = _address(args.minidb)
+        config = WorkerConfig(
+            worker_id=args.worker_id or f"{socket.gethostname()}-{os.getpid()}",
+            lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
+            shutdown_grace_s=args.grace, max_attempts=args.max_attempts,
+            poll=IdlePoll(min_s=args.poll_seconds,
+                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
+            retry_backoff=RetryBackoff(base_s=args.retry_backoff),
+        )
+    except ValueError as exc:
+        sys.stderr.write(f"minidb batch worker: error: {exc}\n")
+        return 2
+    import minidb.runtime
+
+    return minidb.runtime.run(_main(args, config, address))
+
+
+async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) -> int:
+    from minidb.batch._queue import TaskQueue
+    from minidb.batch._worker import Worker
+
+    async def work(store: ObjectStore) -> int:
+        worker = Worker(TaskQueue(store), config, minidb=minidb)
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, worker.stop)
+        running = asyncio.ensure_future(worker.run())
+        ready = asyncio.ensure_future(worker.polling.wait())
+        await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
+        if ready.done():
+            sys.stdout.write(f"minidb batch worker {config.worker_id} ready\n")
+            sys.stdout.flush()
+        ready.cancel()
+        await running
+        return 0
+
+    return await _on_checked_store(args, "worker", work)
+
+
+async def _on_checked_store(
+    args: argparse.Namespace, command: str, body: Callable[[ObjectStore], Awaitable[int]]
+) -> int:
+    """Open ``--store``, self-test it and run ``body`` on it (exit 2 for a bad URL, 1 for a
+    store that fails the self-test or cannot be reached); the store is closed afterwards."""
+    from minidb.errors import ConfigError
+    from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
+    from minidb.objstore import self_test as store_self_test
+
+    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
+    try:
+        store = open_store(args.store, **options)
+    except ConfigError as exc:
+        sys.stderr.write(f"minidb batch {command}: error: {exc}\n")
+        return 2
+    try:
+        try:
+            await store_self_test(store)
+        except ConditionalWritesNotEnforced as exc:
+            sys.stderr.write(f"minidb batch {command}: error: {exc}\n")
+            return 1
+        except ObjectStoreError as exc:
+            sys.stderr.write(f"minidb batch {command}: error: store {store.endpoint}: {exc}\n")
+            return 1
+        return await body(store)
+    finally:
+        await store.close()
+
+
+# --- minidb batch serve ---------------------------------------------------------------------
 
 def _register_serve(commands: Any) -> None:
     serve = commands.add_parser(
@@ -112,110 +214,14 @@ def _serve(args: argparse.Namespace) -> int:
 async def _serve_main(args: argparse.Namespace, config: Any) -> int:
     from minidb.batch.api import TokenFileError, load_tokens
     from minidb.batch.api._serve import serve
-    from minidb.errors import ConfigError
-    from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
-    from minidb.objstore import self_test as store_self_test
 
     try:
         tokens = load_tokens(args.tokens)
     except TokenFileError as exc:
         sys.stderr.write(f"minidb batch serve: error: {exc}\n")
         return 2
-    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
-    try:
-        store = open_store(args.store, **options)
-    except ConfigError as exc:
-        sys.stderr.write(f"minidb batch serve: error: {exc}\n")
-        return 2
-    try:
-        try:
-            await store_self_test(store)
-        except ConditionalWritesNotEnforced as exc:
-            sys.stderr.write(f"minidb batch serve: error: {exc}\n")
-            return 1
-        except ObjectStoreError as exc:
-            sys.stderr.write(f"minidb batch serve: error: store {store.endpoint}: {exc}\n")
-            return 1
+
+    async def api(store: ObjectStore) -> int:
         return await serve(store, tokens, config)
-    finally:
-        await store.close()
 
-
-def _register_scripts(commands: Any) -> None:
-    """``submit``, ``ls``, ``show``, ``cancel``, ``retry``, ``output``: clients of the API."""
-    from minidb.batch import _scripts
-
-    _scripts.register(commands)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help()
-    return 2
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--minidb must be HOST:PORT, not {text!r}")
-    return host, int(port)
-
-
-def _worker(args: argparse.Namespace) -> int:
-    from minidb.batch._backoff import IdlePoll, RetryBackoff
-    from minidb.batch._worker import WorkerConfig
-
-    try:
-        address = _address(args.minidb)
-        config = WorkerConfig(
-            worker_id=args.worker_id or f"{socket.gethostname()}-{os.getpid()}",
-            lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
-            shutdown_grace_s=args.grace, max_attempts=args.max_attempts,
-            poll=IdlePoll(min_s=args.poll_seconds,
-                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
-            retry_backoff=RetryBackoff(base_s=args.retry_backoff),
-        )
-    except ValueError as exc:
-        sys.stderr.write(f"minidb batch worker: error: {exc}\n")
-        return 2
-    import minidb.runtime
-
-    return minidb.runtime.run(_main(args, config, address))
-
-
-async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) -> int:
-    from minidb.batch._queue import TaskQueue
-    from minidb.batch._worker import Worker
-    from minidb.errors import ConfigError
-    from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
-    from minidb.objstore import self_test as store_self_test
-
-    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
-    try:
-        store = open_store(args.store, **options)
-    except ConfigError as exc:
-        sys.stderr.write(f"minidb batch worker: error: {exc}\n")
-        return 2
-    try:
-        try:
-            await store_self_test(store)
-        except ConditionalWritesNotEnforced as exc:
-            sys.stderr.write(f"minidb batch worker: error: {exc}\n")
-            return 1
-        except ObjectStoreError as exc:
-            sys.stderr.write(f"minidb batch worker: error: store {store.endpoint}: {exc}\n")
-            return 1
-        worker = Worker(TaskQueue(store), config, minidb=minidb)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, worker.stop)
-        running = asyncio.ensure_future(worker.run())
-        ready = asyncio.ensure_future(worker.polling.wait())
-        await asyncio.wait({running, ready}, return_when=asyncio.FIRST_COMPLETED)
-        if ready.done():
-            sys.stdout.write(f"minidb batch worker {config.worker_id} ready\n")
-            sys.stdout.flush()
-        ready.cancel()
-        await running
-        return 0
-    finally:
-        await store.close()
+    return await _on_checked_store(args, "serve", api)

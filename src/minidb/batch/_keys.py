@@ -116,11 +116,6 @@ def idempotency_key(user: str, key: str) -> str:
     return f"{IDEM_PREFIX}{check_user(user)}/{digest}"
 
 
-def status_start_after(task_id: str) -> str:
-    """The ``start_after`` that lists the status keys of tasks older than ``task_id``."""
-    return status_key(task_id)
-
-
 def user_prefix(user: str) -> str:
     """``users/<user>/``: list it for one user's tasks, newest first."""
     return f"{USERS_PREFIX}{check_user(user)}/"

@@ -183,6 +183,11 @@ class TaskQueue:
         """A copy of the counters."""
         return dataclasses.replace(self._stats)
 
+    async def with_retries(self, op: Callable[[], Awaitable[T]]) -> T:
+        """``op()`` retried on ``TransientError`` like the queue's own reads (bounded, equal
+        jitter): for callers making their own idempotent calls on the store (the API)."""
+        return await self._retrying(op)
+
     # --- plumbing ---------------------------------------------------------------------------
 
     async def _retrying(self, op: Callable[[], Awaitable[T]]) -> T:
@@ -346,37 +351,31 @@ class TaskQueue:
     ) -> TaskPage:
         """A page of ``user``'s tasks, newest first: one LIST of ``limit`` index keys and one
         GET per task (an index entry without a record, a create that crashed, is skipped)."""
+        start = None if cursor is None else _keys.user_index_key(user, parse_task_id(cursor))
+        return await self._page(
+            _keys.user_prefix(user), start, limit, lambda key: _keys.parse_user_index_key(key)[1]
+        )
+
+    async def list_all(self, *, limit: int = 20, cursor: str | None = None) -> TaskPage:
+        """A page of every user's tasks, newest first (the operator's view): one LIST of
+        ``limit`` status keys (``tasks/`` sorts newest first too) and one GET per task."""
+        start = None if cursor is None else _keys.status_key(parse_task_id(cursor))
+        return await self._page(_keys.TASKS_PREFIX, start, limit, _keys.parse_status_key)
+
+    async def _page(
+        self, prefix: str, start: str | None, limit: int, task_of: Callable[[str], str]
+    ) -> TaskPage:
+        """One LIST under ``prefix`` after ``start``, the records of the tasks it names, and
+        the cursor (the last task id) if the listing goes on."""
         if not 1 <= limit <= LIST_LIMIT_MAX:
             raise ValueError(f"limit must be in 1..{LIST_LIMIT_MAX}, not {limit}")
-        start = None if cursor is None else _keys.user_index_key(user, parse_task_id(cursor))
-        prefix = _keys.user_prefix(user)
         page = await self._retrying(
             lambda: self.store.list(prefix=prefix, start_after=start, limit=limit)
         )
         ids: list[str] = []
         for entry in page.entries:
             try:
-                ids.append(_keys.parse_user_index_key(entry.key)[1])
-            except InvalidTaskId:
-                continue  # not one of ours
-        reads = await asyncio.gather(*(self._read(task_id) for task_id in ids))
-        tasks = tuple(stored.record for stored in reads if stored is not None)
-        last = _keys.parse_user_index_key(page.entries[-1].key)[1] if page.entries else None
-        return TaskPage(tasks, last if page.next_start_after is not None else None)
-
-    async def list_all(self, *, limit: int = 20, cursor: str | None = None) -> TaskPage:
-        """A page of every user's tasks, newest first: one LIST of ``limit`` status keys and
-        one GET per task (the operator's view; ``tasks/`` sorts newest first as well)."""
-        if not 1 <= limit <= LIST_LIMIT_MAX:
-            raise ValueError(f"limit must be in 1..{LIST_LIMIT_MAX}, not {limit}")
-        start = None if cursor is None else _keys.status_start_after(parse_task_id(cursor))
-        page = await self._retrying(
-            lambda: self.store.list(prefix=_keys.TASKS_PREFIX, start_after=start, limit=limit)
-        )
-        ids: list[str] = []
-        for entry in page.entries:
-            try:
-                ids.append(_keys.parse_status_key(entry.key))
+                ids.append(task_of(entry.key))
             except InvalidTaskId:
                 continue  # not one of ours
         reads = await asyncio.gather(*(self._read(task_id) for task_id in ids))

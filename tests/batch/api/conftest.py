@@ -11,14 +11,15 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, cast
 
 import httpx
 import pytest
 import uvicorn
 
 import minidb.runtime
+from minidb.batch import Claim, TaskError
 from minidb.batch.api import ApiSettings, create_app, parse_tokens
 from minidb.objstore import ObjectStore
 from tests.batch.conftest import file_store, proxy, s3_store, s3rig, store  # noqa: F401  (fixtures)
@@ -145,3 +146,52 @@ def is_problem(response: httpx.Response, status: int) -> bool:
     return (response.status_code == status
             and response.headers["content-type"].startswith("application/problem+json")
             and body["status"] == status and isinstance(body["title"], str))
+
+
+SLEEP = {"type": "sleep", "params": {"seconds": 0}}
+"""A task that needs no input."""
+
+
+def queued_id(client: httpx.Client) -> str:
+    """A submitted sleep task of ``client``'s user."""
+    task_id = created_id(client, SLEEP)
+    assert client.post(f"/tasks/{task_id}/submit").status_code == 202
+    return task_id
+
+
+def claim(api: ApiServer, task_id: str) -> Claim:
+    """Claim ``task_id`` (the only queued task of the store) as a worker would."""
+    got = api.call(api.service.queue.claim_next(worker="w-test"))
+    assert got is not None and got.task_id == task_id, got
+    return cast(Claim, got)
+
+
+async def _one(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+def in_state(api: ApiServer, client: httpx.Client, state: str) -> str:
+    """A task of ``client``'s user in ``state`` (``running`` is held by worker w-test; a
+    ``succeeded`` one has the output file ``report.csv``)."""
+    if state == "created":
+        return created_id(client, SLEEP)
+    task_id = queued_id(client)
+    if state == "queued":
+        return task_id
+    if state == "cancelled":
+        assert client.post(f"/tasks/{task_id}/cancel").status_code == 200
+        return task_id
+    held = claim(api, task_id)
+    queue = api.service.queue
+    if state == "succeeded":
+        file = api.call(queue.put_output(held, "report.csv", _one(REPORT)))
+        api.call(queue.complete(held, result={"rows": 2}, files=(file,)))
+    elif state == "failed":
+        api.call(queue.fail(held, error=TaskError("boom", "it broke"), retryable=False))
+    else:
+        assert state == "running", state
+    return task_id
+
+
+REPORT = b"line,reason\n2,bad\n"
+"""The output file of a ``succeeded`` task of ``in_state``."""

@@ -68,6 +68,9 @@ def create_app(
         title="minidb batch control API", version=__version__,
         description="Create, upload, submit, watch and fetch batch tasks (docs/batch-api.md).",
         docs_url="/docs", redoc_url=None,
+        # One spelling per resource: no 307 from "/tasks/" to "/tasks" (an id of "%2F" would
+        # otherwise be redirected instead of refused).
+        redirect_slashes=False,
     )
     svc = ApiService(store, tokens, settings=settings, queue=queue, registry=registry)
     responses: Counter[str] = Counter()

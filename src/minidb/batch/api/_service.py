@@ -14,11 +14,10 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-import random
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 from minidb.batch import _keys
 from minidb.batch._errors import TaskNotFound
@@ -37,8 +36,6 @@ from minidb.objstore import (
     TransientError,
 )
 
-T = TypeVar("T")
-
 DEFAULT_PRESIGN_S = 900
 """Lifetime of an output's presigned URL, in seconds."""
 DEFAULT_MAX_INPUT_BYTES = 100 << 20
@@ -48,10 +45,6 @@ MAX_CREATE_BODY_BYTES = 64 << 10
 STORE_DEADLINE_S = 20.0
 """Longest a request waits on the store before answering 503, in seconds: under the 30 s
 every client is promised, with room for the answer (a hung S3 read times out at 30 s)."""
-TRANSIENT_TRIES = 4
-"""Tries of one API-side store call (the secret, a key record) meeting transient errors."""
-TRANSIENT_BASE_S = 0.1
-"""First wait after a transient error, in seconds (doubling, equal jitter)."""
 IDEMPOTENT_WAIT_S = 5.0
 """How long a request that lost an Idempotency-Key race waits for the winner's task to
 appear before creating it itself (the winner may have crashed), in seconds."""
@@ -101,7 +94,6 @@ class ApiService:
         queue: TaskQueue | None = None,
         registry: TaskTypeRegistry | None = None,
         wall_s: Callable[[], float] = time.time,
-        rng: random.Random | None = None,
     ) -> None:
         self.store = store
         self.tokens = tokens
@@ -109,7 +101,6 @@ class ApiService:
         self.queue = queue or TaskQueue(store)
         self.registry = registry or TaskTypeRegistry()
         self._wall_s = wall_s
-        self._rng = rng or random.Random()
         self._ids = TaskIdGenerator()
         self._secret = self.settings.cursor_secret
         self._secret_lock = asyncio.Lock()
@@ -128,21 +119,9 @@ class ApiService:
             self.stats.store_unavailable += 1
             raise
 
-    async def _retrying(self, op: Callable[[], Awaitable[T]]) -> T:
-        for tries in range(1, TRANSIENT_TRIES + 1):
-            try:
-                return await op()
-            except TransientError:
-                if tries == TRANSIENT_TRIES:
-                    self.stats.store_unavailable += 1
-                    raise
-                ceiling = TRANSIENT_BASE_S * 2 ** (tries - 1)
-                await asyncio.sleep(self._rng.uniform(ceiling / 2, ceiling))
-        raise AssertionError("unreachable")
-
     async def _get_or_none(self, key: str) -> bytes | None:
         try:
-            return (await self._retrying(lambda: self.store.get(key))).data
+            return (await self.queue.with_retries(lambda: self.store.get(key))).data
         except NotFound:
             return None
 
@@ -161,7 +140,7 @@ class ApiService:
                     break
                 fresh = secrets.token_bytes(SECRET_BYTES).hex().encode()
                 with contextlib.suppress(PreconditionFailed, AmbiguousWrite):
-                    await self._retrying(
+                    await self.queue.with_retries(
                         functools.partial(self.store.put_if_absent, _keys.API_SECRET_KEY, fresh)
                     )
                 # Loop: read back whichever secret won.
