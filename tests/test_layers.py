@@ -19,6 +19,8 @@ ALLOWED = {
     "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore"},
     "client": {"errors", "protocol", "runtime"},
     "batch": {"errors", "protocol", "client", "runtime", "objstore"},
+    "up": {"errors", "server", "batch", "client", "objstore", "store", "wal", "protocol",
+           "runtime"},
 }
 
 
@@ -34,7 +36,8 @@ def _minidb_imports(path: pathlib.Path) -> set[str]:
             continue
         for name in names:
             parts = name.split(".")
-            if parts[0] == "minidb" and len(parts) > 1:
+            # ``from minidb import __version__`` names package metadata, not a layer.
+            if parts[0] == "minidb" and len(parts) > 1 and not parts[1].startswith("__"):
                 found.add(parts[1])
     return found
 
@@ -48,3 +51,12 @@ def test_layers_lower_never_import_higher() -> None:
             if bad:
                 problems.append(f"{path.relative_to(SRC)} imports {sorted(bad)}")
     assert not problems, "\n".join(problems)
+
+
+def test_layers_nothing_imports_up() -> None:
+    """``minidb.up`` sits on top: no module outside it imports it (the CLI loads it by name)."""
+    importers = [
+        str(path.relative_to(SRC)) for path in sorted(SRC.rglob("*.py"))
+        if "up" in _minidb_imports(path) and path.relative_to(SRC).parts[0] != "up"
+    ]
+    assert not importers, importers

@@ -11,7 +11,8 @@ timing), ``_csv_import`` / ``_csv_export`` (the file formats) and ``_tasktypes``
 
 On them sit the async shells: ``_queue`` (``TaskQueue``, the client every API and worker
 uses), ``_runner`` (the context one attempt runs in, the built-in runners), ``_worker`` (the
-poll / claim / heartbeat loop) and ``_cli`` (``minidb batch worker``).
+poll / claim / heartbeat loop) and ``_cli`` (``minidb batch worker``). ``_apiclient`` is a sync
+HTTP client of the control API and ``_scripts`` the CLI on it (``minidb batch submit/ls/...``).
 """
 
 from minidb.batch._backoff import IdlePoll, RetryBackoff

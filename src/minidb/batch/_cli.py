@@ -55,7 +55,15 @@ def register(subparsers: Any) -> None:
                         help="S3-compatible endpoint (MinIO, moto, R2)")
     worker.set_defaults(handler=_worker)
     _register_serve(commands)
+    _register_scripts(commands)
     parser.set_defaults(handler=lambda _args: _usage(parser))
+
+
+def _register_scripts(commands: Any) -> None:
+    """``submit``, ``ls``, ``show``, ``cancel``, ``retry``, ``output``: clients of the API."""
+    from minidb.batch import _scripts
+
+    _scripts.register(commands)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

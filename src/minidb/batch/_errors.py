@@ -10,7 +10,9 @@
     ├── TaskTypeError       unknown task type or invalid params: answer 422
     ├── CsvError            the input cannot be read as CSV at all: the task fails with ``code``
     ├── TaskNotFound        no status.json under this id: answer 404
-    └── Contended           a compare-and-set kept losing races: retry later (503)
+    ├── Contended           a compare-and-set kept losing races: retry later (503)
+    └── ApiError            (``_apiclient``) the control API refused a request (``status``) or
+                            could not be reached (``status`` None): the scripts CLI exits 3
 
 Every error carries the fields a caller needs (the state and action, the lease id, the CSV
 error code and line), so nothing upstream parses messages.
