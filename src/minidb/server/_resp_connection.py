@@ -99,6 +99,8 @@ class RespRequests:
 
     def receive(self, data: bytes) -> None:
         if not self.closing:
+            # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
+            self.session.last_interaction = self._env.unix_time()
             self._decoder.feed(data)
 
     def has_request(self) -> bool:
@@ -118,6 +120,8 @@ class RespRequests:
         out: list[Any] = []
         counts = self._context.executor.counts
         session = self.session
+        side = self.side
+        env = self._env
         while len(out) < limit and not self.closing:
             commands = self._held
             self._held = []
@@ -133,10 +137,12 @@ class RespRequests:
                     break
             for argv in commands:
                 rejected = session.rejected
-                action = session.handle(argv, self._env)
+                action = session.handle(argv, env)
                 kind = type(action)
-                if kind in _OWNER_ACTIONS:
-                    out.append(RespRequest(action, self.side))  # type: ignore[arg-type]
+                if kind is Forward:
+                    out.append(RespRequest(action, side))  # type: ignore[arg-type]
+                elif kind in _OWNER_ACTIONS:
+                    out.append(RespRequest(action, side))  # type: ignore[arg-type]
                     if kind is ForwardWatch:
                         self.watched = True
                 elif kind is Reply or kind is ReplyAndClose:
