@@ -10,8 +10,9 @@ through the connection's ``RespSession`` there and then, in arrival order, so th
 state (protocol, bucket, auth, MULTI) is always that of the command being decided. What it
 returns per command is either
 
-- a ``RespRequest`` (a ``Forward``, ``ForwardWatch`` or ``ForwardTransaction``) for the owner,
-  which runs it with the server's ``RespExecutor``, or
+- a request for the owner, which runs it with the server's ``RespExecutor``: the ``Forward``
+  itself (it carries the connection's ``OwnerSide``), or a ``RespRequest`` around a
+  ``ForwardWatch`` or ``ForwardTransaction``, or
 - the reply already encoded (a connection command, an error the session gave), which needs no
   owner at all.
 
@@ -86,6 +87,7 @@ class RespRequests:
     def __init__(self, session: RespSession, side: OwnerSide, context: RespContext) -> None:
         self.session = session
         self.side = side
+        session.owner_side = side  # its Forwards go to the owner as they are
         self._context = context
         self._env = context.env
         self._decoder = RespDecoder(max_bulk_bytes=context.max_bulk_bytes)
@@ -140,7 +142,7 @@ class RespRequests:
                 action = session.handle(argv, env)
                 kind = type(action)
                 if kind is Forward:
-                    out.append(RespRequest(action, side))  # type: ignore[arg-type]
+                    out.append(action)  # it carries the side: the owner's request as it is
                 elif kind in _OWNER_ACTIONS:
                     out.append(RespRequest(action, side))  # type: ignore[arg-type]
                     if kind is ForwardWatch:

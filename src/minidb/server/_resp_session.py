@@ -153,6 +153,8 @@ class RespSession:
         self.no_evict = self.no_touch = False
         self.closing = False
         self.last_command = "NULL"
+        self.owner_side: object = None
+        """The connection's state on the data owner's side, passed on in each ``Forward``."""
         self._table = config.commands
         self._plain = config.commands.plain_data
         self._queue: list[tuple[list[bytes], CommandSpec]] | None = None
@@ -200,7 +202,7 @@ class RespSession:
             if len(argv) == arity if arity > 0 else len(argv) >= -arity:
                 self.last_command = spec.name
                 self._forwarded += 1
-                return Forward(argv, self.bucket, self.protocol)
+                return Forward(argv, self.bucket, self.protocol, self.owner_side)
         spec = self._table.lookup(argv)
         if spec is None:
             if argv[0].lower() in _HTTP:
@@ -222,7 +224,7 @@ class RespSession:
             return Reply(QUEUED, self.protocol)
         if not spec.local:
             self._forwarded += 1
-            return Forward(argv, self.bucket, self.protocol)
+            return Forward(argv, self.bucket, self.protocol, self.owner_side)
         if spec.name == "quit":
             self.closing = True
             return ReplyAndClose(OK, self.protocol)
