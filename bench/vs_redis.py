@@ -118,6 +118,7 @@ def start_minidb(policy: str, with_fsync: bool) -> Peer:
     proc = subprocess.Popen([sys.executable, "-m", "minidb", *args],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     wait_port(port, proc)
+    wait_port(metrics, proc)  # it may open after the RESP listener on a loaded machine
     return Peer("minidb", proc, port, data, metrics)
 
 

@@ -117,6 +117,18 @@ def test_redis_cli_info_and_scan_and_db(resp: ServerProcess) -> None:
     assert cli(resp, "GET", "only-in-3") == "\n"
 
 
+def test_redis_cli_info_keyspace_counts_expires_per_bucket(resp: ServerProcess) -> None:
+    """INFO keyspace's expires is each bucket's own count of keys with a deadline."""
+    cli(resp, "SET", "plain", "x")
+    cli(resp, "SET", "timed", "x", "EX", "1000")
+    for key in ("a", "b"):
+        cli(resp, "-n", "3", "SET", key, "y", "EX", "1000")
+    cli(resp, "-n", "3", "SET", "c", "y")
+    info = cli(resp, "INFO", "keyspace")
+    assert "db0:keys=2,expires=1,avg_ttl=0" in info, info
+    assert "db3:keys=3,expires=2,avg_ttl=0" in info, info
+
+
 # -- redis-py --------------------------------------------------------------------------------
 
 

@@ -72,7 +72,9 @@ def session(password: bytes | None = None, client_id: int = 7) -> RespSession:
 
 def cmd(s: RespSession, *words: bytes | str, env: Env | None = None) -> Action:
     argv = [w.encode() if isinstance(w, str) else w for w in words]
-    return s.handle(argv, env or Env())
+    env = env or Env()
+    s.last_interaction = env.unix_time()  # what the connection does once per read
+    return s.handle(argv, env)
 
 
 def reply(s: RespSession, *words: bytes | str, env: Env | None = None) -> Result:

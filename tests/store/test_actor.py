@@ -120,6 +120,27 @@ async def _drains_everything() -> None:
     assert owner.statistics().batch_size_sum == 16
 
 
+def test_owner_writing_group_takes_in_what_arrives_in_the_next_poll() -> None:
+    """A write arriving while a writing group is applied shares its sync (fsync always)."""
+    minidb.runtime.run(_gathers_the_next_poll())
+
+
+async def _gathers_the_next_poll() -> None:
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=100)
+    task = asyncio.create_task(owner.run())
+    first, second = _batch(Sink(), Set(b"u", b"a", b"1")), _batch(Sink(), Set(b"u", b"b", b"2"))
+    owner.mailbox.put_nowait(first)
+    await asyncio.sleep(0)  # the owner takes and applies the first, then polls once
+    owner.mailbox.put_nowait(second)  # as a connection's read in that poll would
+    owner.close()
+    async with asyncio.timeout(5):
+        await task
+    assert first.replies == second.replies == [b"OK\n"]
+    assert log.syncs == 1 and len(log.synced) == 2
+    assert owner.statistics().groups == 1
+
+
 def test_owner_death_answers_waiters_unavailable() -> None:
     """When the owner task dies, queued batches get ERR store unavailable and sends fail."""
     minidb.runtime.run(_death_answers_unavailable())

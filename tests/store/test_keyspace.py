@@ -405,3 +405,14 @@ def test_keyspace_mass_expiry_is_journaled_in_bounded_groups() -> None:
     assert len(journal.records) > 1
     assert sum(len(group) for group in journal.records) == 5000
     assert all(sum(len(op.key) + 1 for op in group) < 40 * 1024 for group in journal.records)
+
+
+def test_keyspace_counts_keys_with_a_deadline_per_bucket() -> None:
+    """expiring_by_bucket counts, per bucket, the keys that have a deadline."""
+    ks = Keyspace()
+    ks.put(b"0", b"plain", b"v", None, None)
+    ks.put(b"0", b"timed", b"v", 5_000, None)
+    ks.put(b"3", b"a", b"v", 5_000, None)
+    ks.put(b"3", b"b", b"v", 6_000, None)
+    ks.put(b"3", b"b", b"v", None, None)  # persisted again
+    assert ks.expiring_by_bucket() == {b"0": 1, b"3": 1}

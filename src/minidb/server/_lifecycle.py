@@ -352,15 +352,10 @@ class Server:
         return counts
 
     def buckets(self) -> list[tuple[bytes, int, int]]:
-        """(name, keys, keys with an expiry) of every bucket holding keys; the expiry count is
-        per keyspace, so it is shown on the first bucket only."""
+        """(name, keys, keys with an expiry) of every bucket holding keys."""
         ks = self.owner.state.keyspace
-        expires = ks.statistics().keys_with_expiry
-        out = []
-        for name in sorted(ks.buckets()):
-            out.append((name, ks.size(name), expires))
-            expires = 0
-        return out
+        expires = ks.expiring_by_bucket()
+        return [(name, ks.size(name), expires.get(name, 0)) for name in sorted(ks.buckets())]
 
     def expired_keys(self) -> int:
         stats = self.owner.state.keyspace.statistics()

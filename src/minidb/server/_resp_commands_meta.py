@@ -325,6 +325,12 @@ class CommandTable:
             self._all[key] = spec
             for sub in spec.subcommands:
                 self._all[sub.name.encode()] = sub
+        self.plain_data: dict[bytes, CommandSpec] = {}
+        """Data commands without subcommands by their lower- and upper-case names exactly:
+        the session's lookup for how clients spell them, without folding the case."""
+        for key, spec in self._top.items():
+            if not spec.local and not spec.subcommands:
+                self.plain_data[key] = self.plain_data[key.upper()] = spec
 
     @classmethod
     def default(cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS) -> CommandTable:

@@ -10,8 +10,9 @@ through the connection's ``RespSession`` there and then, in arrival order, so th
 state (protocol, bucket, auth, MULTI) is always that of the command being decided. What it
 returns per command is either
 
-- a ``RespRequest`` (a ``Forward``, ``ForwardWatch`` or ``ForwardTransaction``) for the owner,
-  which runs it with the server's ``RespExecutor``, or
+- a request for the owner, which runs it with the server's ``RespExecutor``: the ``Forward``
+  itself (it carries the connection's ``OwnerSide``), or a ``RespRequest`` around a
+  ``ForwardWatch`` or ``ForwardTransaction``, or
 - the reply already encoded (a connection command, an error the session gave), which needs no
   owner at all.
 
@@ -86,6 +87,7 @@ class RespRequests:
     def __init__(self, session: RespSession, side: OwnerSide, context: RespContext) -> None:
         self.session = session
         self.side = side
+        session.owner_side = side  # its Forwards go to the owner as they are
         self._context = context
         self._env = context.env
         self._decoder = RespDecoder(max_bulk_bytes=context.max_bulk_bytes)
@@ -99,6 +101,8 @@ class RespRequests:
 
     def receive(self, data: bytes) -> None:
         if not self.closing:
+            # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
+            self.session.last_interaction = self._env.unix_time()
             self._decoder.feed(data)
 
     def has_request(self) -> bool:
@@ -118,6 +122,8 @@ class RespRequests:
         out: list[Any] = []
         counts = self._context.executor.counts
         session = self.session
+        side = self.side
+        env = self._env
         while len(out) < limit and not self.closing:
             commands = self._held
             self._held = []
@@ -133,10 +139,12 @@ class RespRequests:
                     break
             for argv in commands:
                 rejected = session.rejected
-                action = session.handle(argv, self._env)
+                action = session.handle(argv, env)
                 kind = type(action)
-                if kind in _OWNER_ACTIONS:
-                    out.append(RespRequest(action, self.side))  # type: ignore[arg-type]
+                if kind is Forward:
+                    out.append(action)  # it carries the side: the owner's request as it is
+                elif kind in _OWNER_ACTIONS:
+                    out.append(RespRequest(action, side))  # type: ignore[arg-type]
                     if kind is ForwardWatch:
                         self.watched = True
                 elif kind is Reply or kind is ReplyAndClose:

@@ -1,8 +1,9 @@
 """How the data owner runs a RESP connection's data commands: ``RespExecutor``.
 
-A RESP connection hands the owner batches of ``RespRequest``s (one per forwarded command: a
-``Forward``, a ``ForwardWatch`` or a ``ForwardTransaction`` its session decided on) together
-with the server's one ``RespExecutor``. The owner knows nothing of RESP: per request it calls
+A RESP connection hands the owner batches of ``OwnerRequest``s (one per forwarded command: a
+``Forward`` as its session decided on it, which carries the connection's ``OwnerSide``, or a
+``RespRequest`` around a ``ForwardWatch`` or a ``ForwardTransaction``) together with the
+server's one ``RespExecutor``. The owner knows nothing of RESP: per request it calls
 ``execute(state, request, journal, now_ms)`` and gets the reply in wire form; after a failed
 log write it asks ``is_write`` and answers writes with ``refusal``. The executor runs the store's
 command engine (``store._commands``) on the shared keyspace (``state.keyspace``) and encodes
@@ -58,13 +59,12 @@ class OwnerSide:
 
 
 class RespRequest:
-    """One forwarded command of one connection, as the owner receives it."""
+    """A WATCH, an EXEC or the closing UNWATCH (``action`` None) of one connection, as the
+    owner receives it (a data command comes as its ``Forward``)."""
 
     __slots__ = ("action", "side")
 
-    def __init__(
-        self, action: Forward | ForwardWatch | ForwardTransaction | None, side: OwnerSide
-    ) -> None:
+    def __init__(self, action: ForwardWatch | ForwardTransaction | None, side: OwnerSide) -> None:
         self.action = action
         self.side = side
 
@@ -72,11 +72,13 @@ class RespRequest:
     def verb(self) -> str:
         """The command's name in upper case (metrics of refused requests)."""
         action = self.action
-        if type(action) is Forward:
-            return action.argv[0].decode("ascii", "replace").upper()
         if action is None:
             return "UNWATCH"
         return "WATCH" if type(action) is ForwardWatch else "EXEC"
+
+
+OwnerRequest = Forward | RespRequest
+"""What the owner runs for a RESP connection: a data command, or WATCH / EXEC / UNWATCH."""
 
 
 class CommandCounts:
@@ -132,23 +134,18 @@ class RespExecutor:
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
 
     def execute(
-        self, state: HasKeyspace, request: RespRequest, journal: OpJournal | None, now_ms: int
+        self, state: HasKeyspace, request: OwnerRequest, journal: OpJournal | None, now_ms: int
     ) -> bytes:
         """Run ``request`` on ``state.keyspace``; its reply in wire form."""
-        action = request.action
         if journal is None:
             if self.is_write(request):
                 return self.refusal(request, READ_ONLY_REASON)
             journal = OpJournal()  # reads may expire keys lazily; nobody logs this one
         ks = state.keyspace
-        side = request.side
-        session = side.session
-        kind = type(action)
-        if action is None:  # the connection closed: forget its watch
-            self._drop_watch(ks, side, journal, now_ms)
-            return b""
-        if kind is Forward:
-            forward: Forward = action  # type: ignore[assignment]
+        if type(request) is Forward:
+            forward = request
+            owner_side: OwnerSide = forward.side  # type: ignore[assignment]
+            session = owner_side.session
             session.bucket = forward.bucket
             session.protocol = forward.protocol
             argv = forward.argv
@@ -160,6 +157,14 @@ class RespExecutor:
             if type(result) is ErrorReply:
                 self.counts.failure(argv[0], result)
             return self._encoders[forward.protocol].encode(result)
+        wrapped: RespRequest = request  # type: ignore[assignment]
+        action = wrapped.action
+        side = wrapped.side
+        session = side.session
+        kind = type(action)
+        if action is None:  # the connection closed: forget its watch
+            self._drop_watch(ks, side, journal, now_ms)
+            return b""
         if kind is ForwardWatch:
             watch: ForwardWatch = action  # type: ignore[assignment]
             if side.token is not watch.watch:
@@ -210,17 +215,17 @@ class RespExecutor:
             execute(ks, side.session, _UNWATCH, journal, now_ms)
         side.token = None
 
-    def is_write(self, request: RespRequest) -> bool:
+    def is_write(self, request: OwnerRequest) -> bool:
         """Whether ``request`` may change the keyspace (the command table's ``write`` flag)."""
-        action = request.action
+        if type(request) is Forward:
+            return request.argv[0].lower() in _WRITES
+        action = request.action  # type: ignore[union-attr]
         kind = type(action)
-        if kind is Forward:
-            return action.argv[0].lower() in _WRITES  # type: ignore[union-attr]
         if kind is ForwardTransaction:
             return any(c.argv[0].lower() in _WRITES for c in action.commands)  # type: ignore[union-attr]
         return False
 
-    def refusal(self, request: RespRequest, reason: str) -> bytes:
+    def refusal(self, request: OwnerRequest, reason: str) -> bytes:
         """``-ERR <reason>`` for ``request``, counted as a failed call of its command."""
         error = ErrorReply("ERR " + reason.replace("\r", " ").replace("\n", " "))
         self.counts.count(request.verb.lower(), error)
@@ -235,6 +240,7 @@ def unwatch_request(side: OwnerSide) -> RespRequest:
 
 __all__ = [
     "CommandCounts",
+    "OwnerRequest",
     "OwnerSide",
     "RespExecutor",
     "RespRequest",

@@ -153,12 +153,17 @@ class RespSession:
         self.no_evict = self.no_touch = False
         self.closing = False
         self.last_command = "NULL"
+        self.owner_side: object = None
+        """The connection's state on the data owner's side, passed on in each ``Forward``."""
         self._table = config.commands
+        self._plain = config.commands.plain_data
         self._queue: list[tuple[list[bytes], CommandSpec]] | None = None
         self._doomed = False
         self._watch: WatchSet | None = None
         self._watched: set[tuple[bytes, bytes]] = set()
-        self._commands = self._rejected = self._forwarded = 0
+        self.rejected = 0
+        """Commands refused so far (unknown, wrong arity, not authenticated)."""
+        self._commands = self._forwarded = 0
         self._transactions = self._aborted = 0
 
     @property
@@ -171,27 +176,33 @@ class RespSession:
         return len(self._queue or ())
 
     @property
-    def rejected(self) -> int:
-        """Commands refused so far (unknown, wrong arity, not authenticated)."""
-        return self._rejected
-
-    @property
     def watched_keys(self) -> int:
         return len(self._watched)
 
     def statistics(self) -> SessionStatistics:
         return SessionStatistics(
-            self._commands, self._rejected, self._forwarded, self._transactions, self._aborted
+            self._commands, self.rejected, self._forwarded, self._transactions, self._aborted
         )
 
     # -- the decision ------------------------------------------------------------------------
 
     def handle(self, argv: list[bytes], env: SessionEnv) -> Action:
-        """Decide what ``argv`` (one decoded command) does; see the module docstring."""
+        """Decide what ``argv`` (one decoded command) does; see the module docstring.
+
+        ``last_interaction`` is the connection's to set, once per read (as Redis does in
+        ``readQueryFromClient``), not once per command."""
         if self.closing or not argv:
             return NoReply()
         self._commands += 1
-        self.last_interaction = env.unix_time()
+        # The common case first: a data command spelled as clients send it (GET, get), with
+        # its arity, authenticated, outside MULTI: forwarded with no further lookup.
+        spec = self._plain.get(argv[0])
+        if spec is not None and self._queue is None and self.authenticated:
+            arity = spec.arity
+            if len(argv) == arity if arity > 0 else len(argv) >= -arity:
+                self.last_command = spec.name
+                self._forwarded += 1
+                return Forward(argv, self.bucket, self.protocol, self.owner_side)
         spec = self._table.lookup(argv)
         if spec is None:
             if argv[0].lower() in _HTTP:
@@ -213,7 +224,7 @@ class RespSession:
             return Reply(QUEUED, self.protocol)
         if not spec.local:
             self._forwarded += 1
-            return Forward(argv, self.bucket, self.protocol)
+            return Forward(argv, self.bucket, self.protocol, self.owner_side)
         if spec.name == "quit":
             self.closing = True
             return ReplyAndClose(OK, self.protocol)
@@ -225,7 +236,7 @@ class RespSession:
         return Reply(result, self.protocol)  # after the handler: HELLO 3 answers in RESP3
 
     def _reject(self, error: ErrorReply) -> Reply:
-        self._rejected += 1
+        self.rejected += 1
         if self._queue is not None:
             self._doomed = True
         return Reply(error, self.protocol)

@@ -93,11 +93,19 @@ class Forward:
 
     Not frozen, unlike the other actions: one is made per data command, and a frozen
     dataclass's ``__init__`` (``object.__setattr__`` per field) costs several times more.
-    Nobody changes it after ``handle`` returns it."""
+    Nobody changes it after ``handle`` returns it. It is also what the data owner receives
+    (one object per data command): ``side`` is the connection's state on the owner's side,
+    opaque to the session, which only passes on its ``owner_side``."""
 
     argv: list[bytes]
     bucket: bytes
     protocol: int
+    side: object = field(default=None, compare=False, repr=False)
+
+    @property
+    def verb(self) -> str:
+        """The command's name in upper case (metrics of refused requests)."""
+        return self.argv[0].decode("ascii", "replace").upper()
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)

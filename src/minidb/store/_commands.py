@@ -29,8 +29,8 @@ from __future__ import annotations
 from minidb.store import _keys, _strings
 from minidb.store._args import Command, Session
 from minidb.store._journal import OpJournal
-from minidb.store._keyspace import Keyspace
-from minidb.store._results import CommandError, ErrorReply, Result, wrong_arity
+from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace
+from minidb.store._results import OK, CommandError, ErrorReply, Result, wrong_arity
 
 COMMANDS: dict[bytes, Command] = {
     cmd.name.encode(): cmd for cmd in (*_strings.COMMANDS, *_keys.COMMANDS)
@@ -86,12 +86,30 @@ def _run(
         return exc.reply
 
 
+_GET_NAMES = frozenset({b"GET", b"get"})
+_SET_NAMES = frozenset({b"SET", b"set"})
+"""The spellings of GET and SET that ``execute`` runs inline (clients send one of these)."""
+
+
 def execute(
     ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
 ) -> Result:
     """Run one command; its changes become one group of ``journal.records``."""
     ks.sync_clock(now_ms)
-    result = _run(ks, session, argv, journal, now_ms)
+    # The plain GET and SET, most of any workload, inline: the same calls their handlers make
+    # (``_strings.get``, ``_strings.set_`` without options), without the table lookup, the
+    # arity check and the handler call. Anything else takes the general route below.
+    size = len(argv)
+    if size == 2 and argv[0] in _GET_NAMES:
+        result: Result = ks.get(session.bucket, argv[1], now_ms, journal)
+    elif size == 3 and argv[0] in _SET_NAMES:
+        key, value = argv[1], argv[2]
+        if len(key) > MAX_KEY_BYTES or len(value) > ks.max_value_bytes:
+            return _run(ks, session, argv, journal, now_ms)  # its error, as the handler words it
+        ks.put_command(session.bucket, key, value, journal)  # closes its group
+        return OK
+    else:
+        result = _run(ks, session, argv, journal, now_ms)
     journal.close_group()
     return result
 

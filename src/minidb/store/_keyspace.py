@@ -486,6 +486,14 @@ class Keyspace:
 
     # -- statistics --------------------------------------------------------------------------
 
+    def expiring_by_bucket(self) -> dict[bytes, int]:
+        """Bucket -> keys in it with a deadline (INFO keyspace's ``expires``). Walks the
+        expiry wheel: O(keys with a deadline), for an occasional INFO, not a hot path."""
+        counts: dict[bytes, int] = {}
+        for record in self._wheel:
+            counts[record.bucket] = counts.get(record.bucket, 0) + 1
+        return counts
+
     def statistics(self) -> KeyspaceStatistics:
         return KeyspaceStatistics(
             buckets=len(self._buckets),
