@@ -45,6 +45,9 @@ def register(subparsers: Any) -> None:
                         help="on SIGTERM, let the running attempt finish for this long")
     worker.add_argument("--s3-endpoint", default=None, metavar="URL",
                         help="S3-compatible endpoint (MinIO, moto, R2)")
+    worker.add_argument("--s3-read-timeout", type=float, default=None, metavar="SECONDS",
+                        help="give up on an S3 response after this long (default 30); the "
+                             "outcome of a write that timed out is settled by re-reading")
     worker.set_defaults(handler=_worker)
     parser.set_defaults(handler=lambda _args: _usage(parser))
 
@@ -90,7 +93,15 @@ async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) 
     from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
     from minidb.objstore import self_test as store_self_test
 
-    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
+    options: dict[str, Any] = {}
+    if args.s3_endpoint is not None:
+        options["endpoint_url"] = args.s3_endpoint
+    if args.s3_read_timeout is not None:
+        if not args.store.startswith("s3://") or not args.s3_read_timeout > 0:
+            sys.stderr.write("minidb batch worker: error: --s3-read-timeout takes seconds > 0 "
+                             "and an s3:// store\n")
+            return 2
+        options["read_timeout_s"] = args.s3_read_timeout
     try:
         store = open_store(args.store, **options)
     except ConfigError as exc:
