@@ -121,3 +121,17 @@ async def test_input_missing_at_run_time_is_a_permanent_failure(
     record = await until(queue, task_id, terminal)
     assert record.state == "failed" and record.error is not None
     assert (record.error.code, record.attempt, len(record.attempts)) == ("input_missing", 1, 1)
+
+
+async def test_last_row_of_a_key_wins_over_several_connections(
+    workers: Workers, queue: TaskQueue
+) -> None:
+    """With rows spread over 4 connections, every key ends with its last value in the file."""
+    keys = [f"k{i}" for i in range(401)]  # odd: a key's rows do not keep to one of 4 lanes
+    lines = [f"imp,{key},v{round_}" for round_ in range(5) for key in keys]
+    data = ("bucket,key,value\n" + "\n".join(lines) + "\n").encode()
+    workers.start("w-imp")
+    task_id = await submit_task(queue, "csv_import", {"connections": 4}, data=data)
+    record = await until(queue, task_id, terminal)
+    assert record.state == "succeeded" and record.result == {"rows": 2005, "ok": 2005, "failed": 0}
+    assert await _values(workers, keys) == ["v4"] * len(keys)

@@ -3,14 +3,17 @@
 Contract: the store is self-tested first (``conditional writes not enforced by <endpoint>``
 on stderr and exit 1 if it fails); once the first poll has been made the worker prints
 ``minidb batch worker <id> ready`` (flushed); SIGTERM or SIGINT stops claiming, lets the
-running attempt finish within ``--grace`` seconds or releases it, and exits 0. Bad options
-exit 2 with one line.
+running attempt finish within ``--grace`` seconds or releases it, writes one line
+``minidb batch worker <id> stopped: <JSON>`` (the worker's and the store's counters) on stderr
+and exits 0. Bad options exit 2 with one line.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import os
 import signal
 import socket
@@ -128,6 +131,12 @@ async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) 
             sys.stdout.flush()
         ready.cancel()
         await running
+        # One line of counters on the way out, for operators and bench/batch.py (what the
+        # worker cost the store: requests per task, per idle poll).
+        counters = {"worker": dataclasses.asdict(worker.statistics()),
+                    "store": dataclasses.asdict(store.statistics())}
+        sys.stderr.write(f"minidb batch worker {config.worker_id} stopped: "
+                         f"{json.dumps(counters, sort_keys=True)}\n")
         return 0
     finally:
         await store.close()

@@ -11,8 +11,8 @@ unavailable``, ``ERR read-only``) becomes a *retryable* ``TaskFailure`` (``minid
 the attempt fails and is retried with backoff, and the worker keeps claiming.
 
 Built-in runners: ``sleep`` (heartbeats, honours cancel), ``csv_import`` (streams the input
-through ``ImportReader``, good rows to minidb through one ``BulkWriter``, bad rows to
-``errors.csv``)
+through ``ImportReader``, good rows to minidb through ``BulkWriter``s on a few connections,
+bad rows to ``errors.csv``)
 and ``csv_export`` (SCAN + pipelined GET into ``export.csv`` through ``ExportWriter``).
 """
 
@@ -33,6 +33,7 @@ from minidb.batch._queue import Claim, TaskQueue
 from minidb.batch._tasktypes import (
     CSV_EXPORT,
     CSV_IMPORT,
+    DEFAULT_IMPORT_CONNECTIONS,
     DEFAULT_MAX_BAD_ROWS,
     SLEEP,
     TaskContext,
@@ -40,7 +41,7 @@ from minidb.batch._tasktypes import (
     TaskOutcome,
     TaskType,
 )
-from minidb.client import BulkWriter, Client, raise_for_error
+from minidb.client import Backoff, BulkWriter, Client, raise_for_error
 from minidb.errors import MinidbError
 from minidb.objstore import NotFound
 from minidb.protocol import Keys, Value
@@ -49,6 +50,8 @@ OUTPUT_CHUNK_BYTES = 64 << 10
 """Output writes are gathered into chunks of about this many bytes before they are handed on."""
 OUTPUT_QUEUE_CHUNKS = 4
 """Chunks of one output in flight between the task and the upload (bounds its memory)."""
+NO_BUSY_RESEND = Backoff(attempts=1)
+"""An import's writers send each row once: ``ERR busy`` fails the attempt (see ``_Import``)."""
 SCAN_PAGE = 256
 """Keys per SCAN page of an export (each page's values are read in one pipeline)."""
 SLEEP_SLICE_S = 0.05
@@ -93,7 +96,7 @@ class LazyClient:
         """A ``BulkWriter`` on a connection of its own to the same server (an import streams
         through it; the caller closes it)."""
         try:
-            return await BulkWriter.connect(self.host, self.port)
+            return await BulkWriter.connect(self.host, self.port, busy_backoff=NO_BUSY_RESEND)
         except OSError as exc:
             raise _unavailable(self, exc) from exc
 
@@ -267,25 +270,33 @@ async def run_sleep(context: TaskContext) -> TaskOutcome:
 
 
 class _Import:
-    """One import: good rows streamed through a ``BulkWriter``, bad rows to the error report."""
+    """One import: good rows streamed through ``BulkWriter``s, bad rows to the error report.
 
-    def __init__(self, context: AttemptContext, errors: _Sink, writer: BulkWriter) -> None:
+    Rows are dealt to the writers by a hash of their key, so every row of one key goes down
+    one connection, in file order: the last row of a key in the file is the value that stays,
+    however many connections there are. The writers never resend a row answered ``ERR
+    busy`` (a resend could land after a later row of the same key); busy fails the attempt,
+    and the retry re-runs the import from the top, which is safe because SET is idempotent.
+    """
+
+    def __init__(self, context: AttemptContext, errors: _Sink, writers: list[BulkWriter]) -> None:
         self.context = context
         self.errors = errors
-        self.writer = writer
+        self.writers = writers
         self.report = ExportWriter(neutralize_formulas=True, columns=ERROR_REPORT_CELLS)
         self.max_bad = int(context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS))
         self.rows = self.failed = 0
 
     async def take(self, rows: list[Row]) -> None:
-        put = self.writer.set
+        puts = [writer.set for writer in self.writers]
+        n = len(puts)
         for row in rows:
             # The hot loop of an import: a type test, not isinstance, and nothing built per row
-            # (the tag is the row's line, already an int). Only the writer's errors are
+            # (the tag is the row's line, already an int). Only the writers' errors are
             # minidb's; the error report's are the object store's and pass through.
             if type(row) is GoodRow:
                 try:
-                    await put(row.bucket, row.key, row.value, row.line)
+                    await puts[hash(row.key) % n](row.bucket, row.key, row.value, row.line)
                 except (OSError, MinidbError) as exc:
                     raise _unavailable(self.context.minidb, exc) from exc
             else:
@@ -306,7 +317,7 @@ class _Import:
     async def flush(self) -> None:
         """Wait until every good row sent is durable in minidb."""
         try:
-            await self.writer.flush()
+            await asyncio.gather(*(writer.flush() for writer in self.writers))
         except (OSError, MinidbError) as exc:
             raise _unavailable(self.context.minidb, exc) from exc
         self.check_refusals()
@@ -315,14 +326,14 @@ class _Import:
         """A row the server refused fails the attempt, retryable like any refusal by minidb:
         the reader already refuses every row the protocol cannot carry, so a refusal is the
         server's state, not the row's."""
-        failures = self.writer.failures
+        failures = [f for writer in self.writers for f in writer.failures]
         if failures:
-            first = failures[0]
+            first = min(failures, key=lambda f: cast(int, f.tag))
             raise _unavailable(self.context.minidb, MinidbError(
                 f"{len(failures)} rows refused; line {first.tag}: ERR {first.reason}"))
 
     def progress(self, bytes_done: int) -> Progress:
-        ok = self.writer.statistics().ok
+        ok = sum(writer.statistics().ok for writer in self.writers)
         return Progress(
             rows_done=ok + self.failed, rows_ok=ok, rows_failed=self.failed,
             bytes_done=bytes_done,
@@ -334,9 +345,11 @@ async def run_csv_import(context: TaskContext) -> TaskOutcome:
     ctx = _ctx(context)
     reader = ImportReader()
     errors = await ctx.open_output(ERRORS_NAME)
-    writer = await ctx.minidb.bulk_writer()
-    job = _Import(ctx, errors, writer)
+    writers: list[BulkWriter] = []
     try:
+        for _ in range(int(ctx.params.get("connections", DEFAULT_IMPORT_CONNECTIONS))):
+            writers.append(await ctx.minidb.bulk_writer())
+        job = _Import(ctx, errors, writers)
         await errors.write(job.report.header())
         async for chunk in ctx.input():
             await job.take(reader.feed(chunk))
@@ -346,7 +359,7 @@ async def run_csv_import(context: TaskContext) -> TaskOutcome:
     except CsvError as exc:
         raise TaskFailure(exc.code, str(exc), retryable=False) from exc
     finally:
-        await writer.close()
+        await asyncio.gather(*(writer.close() for writer in writers))
     await errors.close()
     ctx.report_progress(job.progress(reader.bytes_consumed))
     return TaskOutcome({"rows": job.rows, "ok": job.rows - job.failed, "failed": job.failed},
