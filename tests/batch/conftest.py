@@ -15,6 +15,8 @@ from minidb.batch._queue import TaskQueue
 from tests.objstore.conftest import file_store, proxy, s3_store, s3rig  # noqa: F401
 from tests.server.conftest import serve  # noqa: F401
 
+from .procs import backend_fixture, queue_fixture, workers_fixture  # noqa: F401
+
 T0 = 1_764_585_000_000
 """A fixed Unix time in milliseconds (2025-12-01T10:30:00Z); tests pass time explicitly."""
 TASK_ID = "01KBCQCK20JZ7R9YTJGD1AH5T3"

@@ -14,6 +14,11 @@ from minidb.batch._csv_export import ERROR_REPORT_CELLS, ExportWriter, neutraliz
 from minidb.batch._csv_import import BadRow, GoodRow, read_all
 
 
+def good(line: int, bucket: str, key: str, value: str) -> GoodRow:
+    """The ``GoodRow`` of these cells (a good row carries the file's UTF-8 bytes)."""
+    return GoodRow(line, bucket.encode(), key.encode(), value.encode())
+
+
 def export(rows: list[tuple[str, str, str]], **kwargs: bool) -> bytes:
     """The bytes of an export of ``rows``."""
     writer = ExportWriter(**kwargs)
@@ -71,13 +76,19 @@ def test_statistics_count_rows_bytes_and_guards() -> None:
 
 
 def test_error_report_rows_of_bad_rows() -> None:
-    """An import's bad rows write as line,reason,detail and read back."""
-    bad = [r for r in read_all([b"bucket,key,value\nb,k\n=x,k,v\n"]) if isinstance(r, BadRow)]
+    """An import's bad rows write as line,reason,bucket,key (guarded) and read back."""
+    data = b"bucket,key,value\nb,k\n=x,k,v\nb,k,v,w\n,,\n"
+    bad = [r for r in read_all([data]) if isinstance(r, BadRow)]
     writer = ExportWriter(columns=ERROR_REPORT_CELLS)
-    data = writer.header() + b"".join(writer.row(str(r.line), r.reason, r.detail) for r in bad)
-    parsed = list(csv.reader(io.StringIO(data.decode(), newline="")))
-    assert parsed[0] == ["line", "reason", "detail"]
-    assert [p[:2] for p in parsed[1:]] == [["2", "wrong_column_count"], ["3", "invalid_bucket"]]
+    report = writer.header() + b"".join(writer.row(*r.report_cells()) for r in bad)
+    parsed = list(csv.reader(io.StringIO(report.decode(), newline="")))
+    assert parsed == [
+        ["line", "reason", "bucket", "key"],
+        ["2", "wrong_column_count", "b", "k"],
+        ["3", "invalid_bucket", "'=x", "k"],
+        ["4", "wrong_column_count", "b", "k"],
+        ["5", "invalid_bucket", "", ""],
+    ]
 
 
 def test_row_needs_one_cell_per_column() -> None:
@@ -115,7 +126,7 @@ values = st.text(
 def test_round_trip_through_our_import_reader(rows: list[tuple[str, str, str]]) -> None:
     """An unguarded export re-imports to exactly the rows exported."""
     got = read_all([export(rows, neutralize_formulas=False)])
-    assert got == [GoodRow(i + 2, *r) for i, r in enumerate(rows)]
+    assert got == [good(i + 2, *r) for i, r in enumerate(rows)]
 
 
 plain_names = st.text(alphabet="abcXYZ019_.:/", min_size=1, max_size=64)
@@ -127,4 +138,4 @@ def test_guarded_export_reimports_with_the_guard_kept(rows: list[tuple[str, str,
     """A guarded export re-imports verbatim: values keep their leading quote (import never
     alters data)."""
     got = read_all([export(rows)])
-    assert got == [GoodRow(i + 2, b, k, neutralize(v)) for i, (b, k, v) in enumerate(rows)]
+    assert got == [good(i + 2, b, k, neutralize(v)) for i, (b, k, v) in enumerate(rows)]

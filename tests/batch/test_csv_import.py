@@ -27,6 +27,11 @@ from minidb.protocol import MAX_VALUE_BYTES
 HEAD = b"bucket,key,value\n"
 
 
+def good(line: int, bucket: str, key: str, value: str) -> GoodRow:
+    """The ``GoodRow`` of these cells (a good row carries the file's UTF-8 bytes)."""
+    return GoodRow(line, bucket.encode(), key.encode(), value.encode())
+
+
 def rows(data: bytes) -> list[Row]:
     """All rows of ``data`` fed in one chunk."""
     return read_all([data])
@@ -47,7 +52,7 @@ def code(data: bytes | list[bytes]) -> str:
 def test_good_rows_with_lines() -> None:
     """Plain rows are returned with the line they start on (the header is line 1)."""
     assert rows(HEAD + b"b,k,v\nb2,k2,hello world\n") == [
-        GoodRow(2, "b", "k", "v"), GoodRow(3, "b2", "k2", "hello world"),
+        good(2, "b", "k", "v"), good(3, "b2", "k2", "hello world"),
     ]
 
 
@@ -59,7 +64,7 @@ def test_header_only_is_zero_rows() -> None:
 
 def test_last_row_without_newline() -> None:
     """The final row need not end with a newline."""
-    assert rows(HEAD + b"b,k,v") == [GoodRow(2, "b", "k", "v")]
+    assert rows(HEAD + b"b,k,v") == [good(2, "b", "k", "v")]
 
 
 def test_crlf_and_lf_read_the_same() -> None:
@@ -71,7 +76,7 @@ def test_crlf_and_lf_read_the_same() -> None:
 def test_quoted_fields_rfc4180() -> None:
     """Quoted fields may hold commas, doubled quotes, and be empty."""
     assert rows(HEAD + b'"b","k","a,""b"",c"\nb,k2,""\nb,k3,""""\n') == [
-        GoodRow(2, "b", "k", 'a,"b",c'), GoodRow(3, "b", "k2", ""), GoodRow(4, "b", "k3", '"'),
+        good(2, "b", "k", 'a,"b",c'), good(3, "b", "k2", ""), good(4, "b", "k3", '"'),
     ]
 
 
@@ -89,13 +94,13 @@ def test_blank_lines_are_skipped() -> None:
 def test_utf8_bom_before_the_header_is_accepted() -> None:
     """A UTF-8 BOM (as spreadsheets write) is skipped, even split across chunks."""
     assert read_all([b"\xef", b"\xbb", b"\xbfbucket,key,value\nb,k,v\n"]) == [
-        GoodRow(2, "b", "k", "v"),
+        good(2, "b", "k", "v"),
     ]
 
 
 def test_quoted_header_is_accepted() -> None:
     """The header cells may be quoted."""
-    assert rows(b'"bucket","key","value"\nb,k,v\n') == [GoodRow(2, "b", "k", "v")]
+    assert rows(b'"bucket","key","value"\nb,k,v\n') == [good(2, "b", "k", "v")]
 
 
 @pytest.mark.parametrize(
@@ -133,12 +138,12 @@ def test_bad_rows_have_reasons(line: bytes, reason: str) -> None:
 def test_value_at_the_limit_is_good() -> None:
     """A value of exactly MAX_VALUE_BYTES bytes (multi-byte UTF-8 included) imports."""
     value = "é" * (MAX_VALUE_BYTES // 2)
-    assert rows(HEAD + b"b,k," + value.encode() + b"\n") == [GoodRow(2, "b", "k", value)]
+    assert rows(HEAD + b"b,k," + value.encode() + b"\n") == [good(2, "b", "k", value)]
 
 
 def test_nul_and_unicode_values() -> None:
     """Non-ASCII UTF-8 values import verbatim; formula-like values are not altered."""
-    assert rows(HEAD + "b,k,=1+1 ünï ✓\n".encode()) == [GoodRow(2, "b", "k", "=1+1 ünï ✓")]
+    assert rows(HEAD + "b,k,=1+1 ünï ✓\n".encode()) == [good(2, "b", "k", "=1+1 ünï ✓")]
 
 
 @pytest.mark.parametrize(
@@ -277,7 +282,9 @@ def test_stdlib_writer_output_reads_back_exactly(
     writer.writerow(["bucket", "key", "value"])
     writer.writerows(cells)
     got = rows(buffer.getvalue().encode())
-    assert [(r.bucket, r.key, r.value) for r in got if isinstance(r, GoodRow)] == cells
+    assert [(r.bucket, r.key, r.value) for r in got if isinstance(r, GoodRow)] == [
+        tuple(c.encode() for c in row) for row in cells
+    ]
     assert len(got) == len(cells)
 
 
@@ -314,4 +321,4 @@ def test_hostile_bytes_agree_with_the_stdlib_reader_on_good_rows(data: bytes) ->
         theirs = [r for r in csv.reader(io.StringIO(text, newline=""), strict=True) if r]
     except (UnicodeDecodeError, csv.Error):
         return
-    assert [[r.bucket, r.key, r.value] for r in good] == theirs[1:]
+    assert [[c.decode() for c in r[1:]] for r in good] == theirs[1:]

@@ -10,6 +10,7 @@ import pytest
 
 from minidb.batch._errors import TaskTypeError
 from minidb.batch._tasktypes import (
+    DEFAULT_IMPORT_CONNECTIONS,
     DEFAULT_MAX_BAD_ROWS,
     TaskOutcome,
     TaskType,
@@ -35,8 +36,10 @@ def test_unknown_type(name: object) -> None:
 @pytest.mark.parametrize(
     "name, params, expected",
     [
-        ("csv_import", {}, {"max_bad_rows": DEFAULT_MAX_BAD_ROWS}),
-        ("csv_import", {"max_bad_rows": 0}, {"max_bad_rows": 0}),
+        ("csv_import", {}, {"max_bad_rows": DEFAULT_MAX_BAD_ROWS,
+                            "connections": DEFAULT_IMPORT_CONNECTIONS}),
+        ("csv_import", {"max_bad_rows": 0, "connections": 1},
+         {"max_bad_rows": 0, "connections": 1}),
         ("csv_export", {"bucket": "b"}, {"bucket": "b", "neutralize_formulas": True}),
         ("csv_export", {"bucket": "a.b:c/d-e_f", "neutralize_formulas": False},
          {"bucket": "a.b:c/d-e_f", "neutralize_formulas": False}),
@@ -56,6 +59,8 @@ def test_valid_params_are_normalised(name: str, params: dict[str, Any], expected
         ("csv_import", {"max_bad_rows": -1}, "max_bad_rows"),
         ("csv_import", {"max_bad_rows": True}, "max_bad_rows"),
         ("csv_import", {"max_bad_rows": 1.0}, "max_bad_rows"),
+        ("csv_import", {"connections": 0}, "connections"),
+        ("csv_import", {"connections": 17}, "connections"),
         ("csv_import", {"other": 1}, "other"),
         ("csv_export", {}, "bucket"),
         ("csv_export", {"bucket": ""}, "bucket"),

@@ -180,7 +180,7 @@ async def test_csv_import_good_and_bad_rows(store: ObjectStore, minidb: tuple[st
     assert record.output is not None and [f.name for f in record.output.files] == ["errors.csv"]
     errors = (await store.get(_keys.output_key(task_id, 1, "errors.csv"))).data
     lines = errors.decode().splitlines()
-    assert lines[0] == "line,reason,detail"
+    assert lines[0] == "line,reason,bucket,key"
     assert [line.split(",")[:2] for line in lines[1:]] == [
         ["4", "invalid_key"], ["5", "wrong_column_count"],
     ]

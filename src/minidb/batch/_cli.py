@@ -3,8 +3,9 @@
 Contract: the store is self-tested first (``conditional writes not enforced by <endpoint>``
 on stderr and exit 1 if it fails); once the first poll has been made the worker prints
 ``minidb batch worker <id> ready`` (flushed); SIGTERM or SIGINT stops claiming, lets the
-running attempt finish within ``--grace`` seconds or releases it, and exits 0. Bad options
-exit 2 with one line.
+running attempt finish within ``--grace`` seconds or releases it, writes one line
+``minidb batch worker <id> stopped: <JSON>`` (the worker's and the store's counters) on stderr
+and exits 0. Bad options exit 2 with one line.
 
 ``minidb batch serve`` (the control API, docs/batch-api.md) self-tests the store the same way,
 prints ``minidb listening on HOST:PORT (batch)`` and exits 0 on SIGTERM after the requests in
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import json
 import os
 import signal
 import socket
@@ -53,6 +56,9 @@ def register(subparsers: Any) -> None:
                         help="on SIGTERM, let the running attempt finish for this long")
     worker.add_argument("--s3-endpoint", default=None, metavar="URL",
                         help="S3-compatible endpoint (MinIO, moto, R2)")
+    worker.add_argument("--s3-read-timeout", type=float, default=None, metavar="SECONDS",
+                        help="give up on an S3 response after this long (default 30); the "
+                             "outcome of a write that timed out is settled by re-reading")
     worker.set_defaults(handler=_worker)
     _register_serve(commands)
     _register_scripts(commands)
@@ -117,6 +123,12 @@ async def _main(args: argparse.Namespace, config: Any, minidb: tuple[str, int]) 
             sys.stdout.flush()
         ready.cancel()
         await running
+        # One line of counters on the way out, for operators and bench/batch.py (what the
+        # worker cost the store: requests per task, per idle poll).
+        counters = {"worker": dataclasses.asdict(worker.statistics()),
+                    "store": dataclasses.asdict(store.statistics())}
+        sys.stderr.write(f"minidb batch worker {config.worker_id} stopped: "
+                         f"{json.dumps(counters, sort_keys=True)}\n")
         return 0
 
     return await _on_checked_store(args, "worker", work)
@@ -131,7 +143,16 @@ async def _on_checked_store(
     from minidb.objstore import ConditionalWritesNotEnforced, ObjectStoreError, open_store
     from minidb.objstore import self_test as store_self_test
 
-    options = {} if args.s3_endpoint is None else {"endpoint_url": args.s3_endpoint}
+    options: dict[str, Any] = {}
+    if args.s3_endpoint is not None:
+        options["endpoint_url"] = args.s3_endpoint
+    read_timeout = getattr(args, "s3_read_timeout", None)
+    if read_timeout is not None:
+        if not args.store.startswith("s3://") or not read_timeout > 0:
+            sys.stderr.write(f"minidb batch {command}: error: --s3-read-timeout takes seconds > 0 "
+                             "and an s3:// store\n")
+            return 2
+        options["read_timeout_s"] = read_timeout
     try:
         store = open_store(args.store, **options)
     except ConfigError as exc:

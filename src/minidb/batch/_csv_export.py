@@ -22,8 +22,10 @@ from dataclasses import dataclass
 TERMINATOR = "\r\n"
 HEADER_CELLS = ("bucket", "key", "value")
 """The columns of ``export.csv``."""
-ERROR_REPORT_CELLS = ("line", "reason", "detail")
-"""The columns of an import's ``errors.csv`` (written with the same quoting and guard)."""
+ERROR_REPORT_CELLS = ("line", "reason", "bucket", "key")
+"""The columns of an import's ``errors.csv`` (written with the same quoting and guard): the
+1-based line where the bad row starts, its stable reason code, and its bucket and key cells
+(empty where the row has none)."""
 FORMULA_STARTS = frozenset("=+-@\t\r\x00")
 """First characters that make a spreadsheet evaluate (or be tricked by) a cell."""
 _NEEDS_QUOTES = frozenset('",\r\n')

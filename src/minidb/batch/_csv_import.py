@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from minidb.batch._errors import CsvError
 from minidb.protocol import MAX_NAME_CHARS, MAX_VALUE_BYTES
@@ -51,32 +52,47 @@ MAX_FIELD_BYTES = 8192
 long is a bad row with its reason, while an endless field fails the task at once."""
 EXPECTED_FIELDS = 3
 HEADER = (b"bucket", b"key", b"value")
+MAX_REPORTED_CELL_CHARS = 128
+"""A bad row's bucket and key are reported cut to this many characters (a field may hold up
+to ``MAX_FIELD_BYTES``; a name is at most ``MAX_NAME_CHARS``, so a valid one is never cut)."""
 
 _BOM = b"\xef\xbb\xbf"
-_NAME = re.compile(rf"[A-Za-z0-9_.:/-]{{1,{MAX_NAME_CHARS}}}", re.ASCII)
+_NAME = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _SPECIAL = re.compile(rb'[,"\r\n]')
 _ROW_SPECIAL = re.compile(rb'["\r\n]')
 _LONG_RUN = re.compile(rb'[^,"\r\n]{%d}' % (MAX_FIELD_BYTES + 1))
 _QUOTE, _COMMA, _LF, _CR = 0x22, 0x2C, 0x0A, 0x0D
 
 
-@dataclass(frozen=True)
-class GoodRow:
-    """A row that can be imported; ``line`` is where it starts (1-based, header is line 1)."""
+class GoodRow(NamedTuple):
+    """A row that can be imported; ``line`` is where it starts (1-based, header is line 1).
+
+    The cells are the file's bytes, already checked to be what a line-protocol ``SET``
+    carries (names of the grammar, a value of valid UTF-8 without LF, CR or NUL), so they go
+    to the wire without a decode and an encode per row. A tuple, not a dataclass: one is built
+    per row of the file, and a frozen dataclass costs several times as much to build."""
 
     line: int
-    bucket: str
-    key: str
-    value: str
+    bucket: bytes
+    key: bytes
+    value: bytes
 
 
 @dataclass(frozen=True)
 class BadRow:
-    """A row that cannot be imported, with a stable ``reason`` code and a human ``detail``."""
+    """A row that cannot be imported: a stable ``reason`` code, a human ``detail``, and the
+    row's bucket and key cells as far as they exist (decoded with replacement, cut to
+    ``MAX_REPORTED_CELL_CHARS``) so the error report can name the row."""
 
     line: int
     reason: str
     detail: str
+    bucket: str = ""
+    key: str = ""
+
+    def report_cells(self) -> tuple[str, str, str, str]:
+        """The row's cells in ``errors.csv``: ``line,reason,bucket,key``."""
+        return (str(self.line), self.reason, self.bucket, self.key)
 
 
 Row = GoodRow | BadRow
@@ -261,10 +277,13 @@ class ImportReader:
             if line.count(b",") >= EXPECTED_FIELDS:  # a bad row: count, do not split
                 if _LONG_RUN.search(line) is not None:
                     return i
-                self._emit([], line.count(b",") + 1, None, self._line, out)
+                # Only the first two cells are kept, for the error report.
+                cells = line.split(b",", EXPECTED_FIELDS - 1)[: EXPECTED_FIELDS - 1]
+                self._emit(cells, line.count(b",") + 1, None, self._line, out)
             elif line:
                 cells = line.split(b",")
-                if max(len(c) for c in cells) > MAX_FIELD_BYTES:
+                # No cell of a line this short can be too long: skip the per-cell test.
+                if len(line) > MAX_FIELD_BYTES and max(map(len, cells)) > MAX_FIELD_BYTES:
                     return i  # the slow path raises field_too_large with the line
                 self._emit(cells[:EXPECTED_FIELDS], len(cells), None, self._line, out)
             self._line += 1
@@ -320,27 +339,49 @@ class ImportReader:
 
 
 def _check_row(fields: list[bytes], count: int, flag: str | None, line: int) -> Row:
+    if count == EXPECTED_FIELDS and flag is None:
+        bucket, key, value = fields
+        # The common row is ASCII: three C calls instead of three decodes.
+        if not (bucket.isascii() and key.isascii() and value.isascii()):
+            bad = _utf8_error(fields)
+            if bad is not None:
+                return _bad(fields, line, "invalid_utf8", bad)
+        if _NAME.fullmatch(bucket) is None:
+            return _bad(fields, line, "invalid_bucket",
+                        f"bucket must be 1-{MAX_NAME_CHARS} of [A-Za-z0-9_.:/-]")
+        if _NAME.fullmatch(key) is None:
+            return _bad(fields, line, "invalid_key",
+                        f"key must be 1-{MAX_NAME_CHARS} of [A-Za-z0-9_.:/-]")
+        if len(value) > MAX_VALUE_BYTES:
+            return _bad(fields, line, "value_too_long",
+                        f"value is {len(value)} bytes, over {MAX_VALUE_BYTES}")
+        if b"\n" in value or b"\r" in value:
+            return _bad(fields, line, "value_has_newline", "value contains LF or CR")
+        if b"\x00" in value:
+            return _bad(fields, line, "value_has_nul", "value contains a NUL byte")
+        return GoodRow(line, bucket, key, value)
     if count != EXPECTED_FIELDS:
-        return BadRow(line, "wrong_column_count", f"expected 3 fields, found {count}")
-    if flag is not None:
-        return BadRow(line, flag, "a quote inside an unquoted field or after a closing quote")
-    try:
-        bucket, key, value = (f.decode("utf-8") for f in fields)
-    except UnicodeDecodeError as exc:
-        return BadRow(line, "invalid_utf8", f"invalid UTF-8 at byte {exc.start} of a field")
-    if _NAME.fullmatch(bucket) is None:
-        return BadRow(line, "invalid_bucket", f"bucket must be 1-{MAX_NAME_CHARS} of "
-                      "[A-Za-z0-9_.:/-]")
-    if _NAME.fullmatch(key) is None:
-        return BadRow(line, "invalid_key", f"key must be 1-{MAX_NAME_CHARS} of [A-Za-z0-9_.:/-]")
-    if len(fields[2]) > MAX_VALUE_BYTES:
-        return BadRow(line, "value_too_long",
-                      f"value is {len(fields[2])} bytes, over {MAX_VALUE_BYTES}")
-    if "\n" in value or "\r" in value:
-        return BadRow(line, "value_has_newline", "value contains LF or CR")
-    if "\x00" in value:
-        return BadRow(line, "value_has_nul", "value contains a NUL byte")
-    return GoodRow(line, bucket, key, value)
+        return _bad(fields, line, "wrong_column_count", f"expected 3 fields, found {count}")
+    return _bad(fields, line, flag or "stray_quote",
+                "a quote inside an unquoted field or after a closing quote")
+
+
+def _utf8_error(fields: list[bytes]) -> str | None:
+    for field in fields:
+        try:
+            field.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"invalid UTF-8 at byte {exc.start} of a field"
+    return None
+
+
+def _bad(fields: list[bytes], line: int, reason: str, detail: str) -> BadRow:
+    cells = [
+        f[: 4 * MAX_REPORTED_CELL_CHARS].decode("utf-8", "replace")[:MAX_REPORTED_CELL_CHARS]
+        for f in fields[: EXPECTED_FIELDS - 1]
+    ]
+    cells += [""] * (EXPECTED_FIELDS - 1 - len(cells))
+    return BadRow(line, reason, detail, cells[0], cells[1])
 
 
 def read_all(chunks: list[bytes]) -> list[Row]:

@@ -11,7 +11,8 @@ unavailable``, ``ERR read-only``) becomes a *retryable* ``TaskFailure`` (``minid
 the attempt fails and is retried with backoff, and the worker keeps claiming.
 
 Built-in runners: ``sleep`` (heartbeats, honours cancel), ``csv_import`` (streams the input
-through ``ImportReader``, good rows to minidb in pipelined chunks, bad rows to ``errors.csv``)
+through ``ImportReader``, good rows to minidb through ``BulkWriter``s on a few connections,
+bad rows to ``errors.csv``)
 and ``csv_export`` (SCAN + pipelined GET into ``export.csv`` through ``ExportWriter``).
 """
 
@@ -21,17 +22,18 @@ import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from minidb.batch import _keys
 from minidb.batch._csv_export import ERROR_REPORT_CELLS, ExportWriter
-from minidb.batch._csv_import import BadRow, ImportReader, Row
+from minidb.batch._csv_import import BadRow, GoodRow, ImportReader, Row
 from minidb.batch._errors import CsvError
 from minidb.batch._model import OutputFile, Progress
 from minidb.batch._queue import Claim, TaskQueue
 from minidb.batch._tasktypes import (
     CSV_EXPORT,
     CSV_IMPORT,
+    DEFAULT_IMPORT_CONNECTIONS,
     DEFAULT_MAX_BAD_ROWS,
     SLEEP,
     TaskContext,
@@ -39,16 +41,17 @@ from minidb.batch._tasktypes import (
     TaskOutcome,
     TaskType,
 )
-from minidb.client import Client, raise_for_error
+from minidb.client import Backoff, BulkWriter, Client, raise_for_error
 from minidb.errors import MinidbError
+from minidb.objstore import NotFound
 from minidb.protocol import Keys, Value
 
 OUTPUT_CHUNK_BYTES = 64 << 10
 """Output writes are gathered into chunks of about this many bytes before they are handed on."""
 OUTPUT_QUEUE_CHUNKS = 4
 """Chunks of one output in flight between the task and the upload (bounds its memory)."""
-PIPELINE_ROWS = 256
-"""Rows of an import sent to minidb in one pipelined write."""
+NO_BUSY_RESEND = Backoff(attempts=1)
+"""An import's writers send each row once: ``ERR busy`` fails the attempt (see ``_Import``)."""
 SCAN_PAGE = 256
 """Keys per SCAN page of an export (each page's values are read in one pipeline)."""
 SLEEP_SLICE_S = 0.05
@@ -88,6 +91,14 @@ class LazyClient:
 
     async def set(self, bucket: str, key: str, value: str) -> None:
         await self._call(lambda c: c.set(bucket, key, value))
+
+    async def bulk_writer(self) -> BulkWriter:
+        """A ``BulkWriter`` on a connection of its own to the same server (an import streams
+        through it; the caller closes it)."""
+        try:
+            return await BulkWriter.connect(self.host, self.port, busy_backoff=NO_BUSY_RESEND)
+        except OSError as exc:
+            raise _unavailable(self, exc) from exc
 
     async def pipeline_checked(self, requests: Sequence[str]) -> list[Any]:
         """Send ``requests`` in one write; any ``ERR`` reply fails the attempt (retryable)."""
@@ -193,7 +204,13 @@ class AttemptContext:
         return self._minidb
 
     async def input(self) -> AsyncIterator[bytes]:
-        reader = await self._queue.open_input(self.task_id)
+        """The task's input, streamed; an input that is not there (never uploaded, or deleted
+        since) fails the attempt for good: another attempt would find it missing too."""
+        try:
+            reader = await self._queue.open_input(self.task_id)
+        except NotFound as exc:
+            raise TaskFailure("input_missing", f"the task has no input: {exc}"[:1000],
+                              retryable=False) from exc
         async with reader:
             self.report_progress(Progress(bytes_total=reader.size))
             async for chunk in reader:
@@ -253,41 +270,72 @@ async def run_sleep(context: TaskContext) -> TaskOutcome:
 
 
 class _Import:
-    def __init__(self, context: AttemptContext, errors: Any) -> None:
+    """One import: good rows streamed through ``BulkWriter``s, bad rows to the error report.
+
+    Rows are dealt to the writers by a hash of their key, so every row of one key goes down
+    one connection, in file order: the last row of a key in the file is the value that stays,
+    however many connections there are. The writers never resend a row answered ``ERR
+    busy`` (a resend could land after a later row of the same key); busy fails the attempt,
+    and the retry re-runs the import from the top, which is safe because SET is idempotent.
+    """
+
+    def __init__(self, context: AttemptContext, errors: _Sink, writers: list[BulkWriter]) -> None:
         self.context = context
         self.errors = errors
+        self.writers = writers
         self.report = ExportWriter(neutralize_formulas=True, columns=ERROR_REPORT_CELLS)
         self.max_bad = int(context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS))
-        self.batch: list[str] = []
-        self.rows = self.ok = self.failed = 0
+        self.rows = self.failed = 0
 
     async def take(self, rows: list[Row]) -> None:
+        puts = [writer.set for writer in self.writers]
+        n = len(puts)
         for row in rows:
-            self.rows += 1
-            if isinstance(row, BadRow):
-                self.failed += 1
-                await self.errors.write(self.report.row(str(row.line), row.reason, row.detail))
-                if self.failed > self.max_bad:
-                    await self.errors.close()
-                    raise TaskFailure(
-                        "too_many_bad_rows",
-                        f"more than {self.max_bad} bad rows (see {ERRORS_NAME})",
-                        retryable=False,
-                    )
+            # The hot loop of an import: a type test, not isinstance, and nothing built per row
+            # (the tag is the row's line, already an int). Only the writers' errors are
+            # minidb's; the error report's are the object store's and pass through.
+            if type(row) is GoodRow:
+                try:
+                    await puts[hash(row.key) % n](row.bucket, row.key, row.value, row.line)
+                except (OSError, MinidbError) as exc:
+                    raise _unavailable(self.context.minidb, exc) from exc
             else:
-                self.batch.append(f"SET {row.bucket} {row.key} {row.value}")
-                if len(self.batch) >= PIPELINE_ROWS:
-                    await self.flush()
+                await self.bad(cast(BadRow, row))
+        self.rows += len(rows)
+        self.check_refusals()
+
+    async def bad(self, row: BadRow) -> None:
+        self.failed += 1
+        await self.errors.write(self.report.row(*row.report_cells()))
+        if self.failed > self.max_bad:
+            await self.errors.close()
+            raise TaskFailure(
+                "too_many_bad_rows", f"more than {self.max_bad} bad rows (see {ERRORS_NAME})",
+                retryable=False,
+            )
 
     async def flush(self) -> None:
-        if self.batch:
-            await self.context.minidb.pipeline_checked(self.batch)
-            self.ok += len(self.batch)
-            self.batch = []
+        """Wait until every good row sent is durable in minidb."""
+        try:
+            await asyncio.gather(*(writer.flush() for writer in self.writers))
+        except (OSError, MinidbError) as exc:
+            raise _unavailable(self.context.minidb, exc) from exc
+        self.check_refusals()
+
+    def check_refusals(self) -> None:
+        """A row the server refused fails the attempt, retryable like any refusal by minidb:
+        the reader already refuses every row the protocol cannot carry, so a refusal is the
+        server's state, not the row's."""
+        failures = [f for writer in self.writers for f in writer.failures]
+        if failures:
+            first = min(failures, key=lambda f: cast(int, f.tag))
+            raise _unavailable(self.context.minidb, MinidbError(
+                f"{len(failures)} rows refused; line {first.tag}: ERR {first.reason}"))
 
     def progress(self, bytes_done: int) -> Progress:
+        ok = sum(writer.statistics().ok for writer in self.writers)
         return Progress(
-            rows_done=self.ok + self.failed, rows_ok=self.ok, rows_failed=self.failed,
+            rows_done=ok + self.failed, rows_ok=ok, rows_failed=self.failed,
             bytes_done=bytes_done,
         )
 
@@ -297,19 +345,25 @@ async def run_csv_import(context: TaskContext) -> TaskOutcome:
     ctx = _ctx(context)
     reader = ImportReader()
     errors = await ctx.open_output(ERRORS_NAME)
-    job = _Import(ctx, errors)
-    await errors.write(job.report.header())
+    writers: list[BulkWriter] = []
     try:
+        for _ in range(int(ctx.params.get("connections", DEFAULT_IMPORT_CONNECTIONS))):
+            writers.append(await ctx.minidb.bulk_writer())
+        job = _Import(ctx, errors, writers)
+        await errors.write(job.report.header())
         async for chunk in ctx.input():
             await job.take(reader.feed(chunk))
             ctx.report_progress(job.progress(reader.bytes_consumed))
         await job.take(reader.close())
+        await job.flush()
     except CsvError as exc:
         raise TaskFailure(exc.code, str(exc), retryable=False) from exc
-    await job.flush()
+    finally:
+        await asyncio.gather(*(writer.close() for writer in writers))
     await errors.close()
     ctx.report_progress(job.progress(reader.bytes_consumed))
-    return TaskOutcome({"rows": job.rows, "ok": job.ok, "failed": job.failed}, (ERRORS_NAME,))
+    return TaskOutcome({"rows": job.rows, "ok": job.rows - job.failed, "failed": job.failed},
+                       (ERRORS_NAME,))
 
 
 # --- csv_export -------------------------------------------------------------------------------
