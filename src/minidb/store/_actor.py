@@ -58,6 +58,13 @@ owner, which runs ``expire_due`` as a group of its own: the removals are logged 
 any write (one or more records), so a replay agrees. Keys are never scanned for expiry; a read
 before the timer fires already treats a key past its deadline as gone (the keyspace checks).
 
+Replica role (``replica=True``, ``minidb serve --replica-of``): the owner refuses its clients'
+writes with ``REPLICA_REFUSAL`` and serves their reads; the keyspace changes only through
+batches of a ``FollowExecutor`` (``_follow``), records a primary logged, which are applied and
+logged here like any group. The expiry timer removes due keys without logging them (the
+primary logs their removal, which arrives as a shipped record). ``promote()`` makes it a primary:
+from the next group on, client writes are taken and logged after the last record it applied.
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -87,6 +94,7 @@ from minidb.protocol import (
     Set,
     error_reply,
 )
+from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
@@ -105,6 +113,8 @@ FSYNC_POLICIES = ("always", "everysec", "no")
 """When acknowledged writes are fdatasynced (see the module docstring)."""
 EVERYSEC_INTERVAL_S = 1.0
 """Seconds between background fdatasyncs with ``fsync="everysec"`` (Redis: one second)."""
+
+_REPLICA_REPLY = error_reply(REPLICA_REFUSAL)
 
 EXECUTOR_VERB = "COMMAND"
 """The verb label under which refused writes of an ``Executor``'s batches are counted."""
@@ -137,7 +147,7 @@ class OwnerStatistics:
     not_logged: int
     read_only_refusals: int
     refused: dict[tuple[str, str], int]
-    """(verb, outcome) -> writes refused: outcome ``not_logged`` or ``read_only``."""
+    """(verb, outcome) -> writes refused: outcome ``not_logged``, ``read_only`` or ``replica``."""
     mailbox_depth: int
     mailbox_capacity: int
     read_only: str | None
@@ -152,6 +162,8 @@ class OwnerStatistics:
     """Groups the expiry timer ran."""
     expired_by_timer: int
     """Keys those groups removed."""
+    replica: bool
+    """Whether the owner is in the replica role (refusing its clients' writes)."""
 
 
 def _verb(request: Request) -> str:
@@ -186,6 +198,7 @@ class StoreOwner:
         sync_in_thread: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
         fsync: str = "always",
+        replica: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -206,6 +219,7 @@ class StoreOwner:
         self._checkpoint_failures = 0
         self._journal = OpJournal()
         self._read_only: str | None = None
+        self._replica = replica
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
         self._not_logged = self._read_only_refusals = 0
         self._refused: dict[tuple[str, str], int] = {}
@@ -353,7 +367,7 @@ class StoreOwner:
         """Remove the keys due by ``now_ms`` as a group of their own, logged and synced like
         writes (read-only: removed without a record; the log already implies them); how many.
         """
-        journal = self._journal if self._read_only is None else None
+        journal = self._journal if self._read_only is None and not self._replica else None
         expired = self.state.keyspace.expire_due(now_ms, journal)
         if expired:
             self._expiry_groups += 1
@@ -383,9 +397,12 @@ class StoreOwner:
             return [self._execute_read_only(b, now_ms) for b in batches]
         journal = self._journal
         results = []
+        replica = self._replica
         for b in batches:
             executor = b.executor
-            if executor is None:
+            if replica and type(executor) is not FollowExecutor:
+                results.append(self._execute_replica(b, now_ms))
+            elif executor is None:
                 execute = state.execute
                 results.append([execute(r, journal, now_ms) for r in b.requests])
             else:
@@ -478,6 +495,25 @@ class StoreOwner:
                 self._read_only_refusals += 1
                 self._count_refused(_verb(request), "read_only")
                 replies.append(error_reply("read-only: " + (self._read_only or "")))
+            else:
+                replies.append(state.execute(request, None, now_ms))
+        return replies
+
+    def _execute_replica(self, batch: Batch, now_ms: int) -> list[bytes]:
+        """A client's batch on a replica: reads run (nothing journaled), writes are refused."""
+        state = self.state
+        executor = batch.executor
+        replies = []
+        for request in batch.requests:
+            if executor is not None:
+                if executor.is_write(request):
+                    self._count_refused(EXECUTOR_VERB, "replica")
+                    replies.append(executor.refusal(request, REPLICA_REFUSAL))
+                else:
+                    replies.append(executor.execute(state, request, None, now_ms))
+            elif isinstance(request, WRITES):
+                self._count_refused(_verb(request), "replica")
+                replies.append(_REPLICA_REPLY)
             else:
                 replies.append(state.execute(request, None, now_ms))
         return replies
@@ -594,6 +630,16 @@ class StoreOwner:
     # -- observing -----------------------------------------------------------------------
 
     @property
+    def replica(self) -> bool:
+        """Whether the owner is in the replica role (see the module docstring)."""
+        return self._replica
+
+    def promote(self) -> None:
+        """Leave the replica role: the next group takes client writes. Whoever feeds it
+        ``FollowExecutor`` batches must have stopped (the sequence is this log's from now)."""
+        self._replica = False
+
+    @property
     def read_only(self) -> str | None:
         """Why the store refuses writes, or None while it takes them."""
         return self._read_only
@@ -618,4 +664,5 @@ class StoreOwner:
             checkpoint_failures=self._checkpoint_failures,
             expiry_groups=self._expiry_groups,
             expired_by_timer=self._expired,
+            replica=self._replica,
         )

@@ -23,6 +23,7 @@ from minidb.wal._payload import (
     encode_put,
     encode_remove,
 )
+from minidb.wal._seed import Seed
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BYTES",
@@ -34,6 +35,7 @@ __all__ = [
     "PayloadError",
     "Put",
     "Remove",
+    "Seed",
     "WalStatistics",
     "decode_ops",
     "encode_ops",
