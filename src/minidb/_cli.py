@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES = (
     "minidb.wal._cli",
     "minidb.runtime._cli",
     "minidb.batch._cli",
+    "minidb.replication._cli",
 )
 
 

@@ -49,6 +49,8 @@ FSYNC_POLICIES = _store.FSYNC_POLICIES
 """``--fsync`` choices, Redis's ``appendfsync``: see README, Durability."""
 DEFAULT_MAX_VALUE_BYTES = _store.DEFAULT_MAX_VALUE_BYTES
 """``--max-value-bytes``: the longest value a Redis-protocol command may store (16 MiB)."""
+DEFAULT_REPLICA_POLL_INTERVAL_S = 1.0
+"""Seconds between a replica's polls of the shipped log (the shipper's default interval)."""
 LISTEN_BACKLOG = 1024
 """Connections the kernel queues while we are not accepting (clamped by net.core.somaxconn)."""
 
@@ -84,12 +86,20 @@ class ServerConfig:
     """The longest value a Redis-protocol command may store, in bytes (the line protocol keeps
     its own 4096)."""
 
+    replica_of: str | None = None
+    """``--replica-of URL``: serve as a read-only replica of the log shipped there (restored
+    first if the data dir holds no store); None: a primary."""
+    replica_poll_interval: float = DEFAULT_REPLICA_POLL_INTERVAL_S
+    """``--poll-interval``: seconds between a replica's polls of the shipped log."""
+    s3_endpoint: str | None = None
+    """``--s3-endpoint``: an S3-compatible endpoint for ``s3://`` URLs (MinIO, moto, R2)."""
+
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port", "resp_port"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0-65535, not {value}")
-        for name in ("idle_timeout", "request_timeout", "grace"):
+        for name in ("idle_timeout", "request_timeout", "grace", "replica_poll_interval"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 flag = "--" + name.replace("_", "-")

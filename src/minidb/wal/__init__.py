@@ -23,7 +23,7 @@ from minidb.wal._payload import (
     encode_put,
     encode_remove,
 )
-from minidb.wal._seed import Seed
+from minidb.wal._seed import Seed, holds_store, segment_copy_records
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BYTES",
@@ -41,5 +41,7 @@ __all__ = [
     "encode_ops",
     "encode_put",
     "encode_remove",
+    "holds_store",
     "open_log",
+    "segment_copy_records",
 ]

@@ -414,6 +414,11 @@ class DurableLog:
     # -- introspection ----------------------------------------------------------------------
 
     @property
+    def next_number(self) -> int:
+        """The sequence number the next appended record gets (after replay: the log's end)."""
+        return self._next_number
+
+    @property
     def failure(self) -> str | None:
         """Why the log refuses writes (fail-stop), or ``None`` while it is healthy."""
         return self._failure

@@ -17,6 +17,7 @@ fails its check at replay exactly as it would have in the original log.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import BinaryIO
 
 from minidb.errors import CorruptionError, WalError
@@ -34,10 +35,34 @@ from minidb.wal._files import (
 from minidb.wal._format import Malformed, encode_record
 from minidb.wal._fs import active
 from minidb.wal._manifest import Manifest
+from minidb.wal._reader import Record, segment_records
 from minidb.wal._writer import SegmentWriter
 
 SEED_WRITE_BYTES = 1 << 20
 """Framed records buffered before one write to the seeded segment (bounds the seed's memory)."""
+
+
+def holds_store(directory: str | os.PathLike[str]) -> bool:
+    """Whether ``directory`` exists and holds any file of a store (``LOCK`` and foreign files
+    do not count)."""
+    path = os.fspath(directory)
+    return os.path.isdir(path) and not list_dir(path).is_empty()
+
+
+def segment_copy_records(buf: bytes, base: int, source: str) -> Iterator[Record]:
+    """The DATA records of a copy of a log segment (a shipped chunk) whose first is ``base``.
+
+    Unlike the newest segment of a data directory, a copy is never forgiven a torn tail: it was
+    written whole, so anything that does not check (a header, a record, its count) is damage,
+    raised as ``CorruptionError`` naming ``source`` and the offset.
+    """
+    try:
+        _, records = segment_records(buf, base)
+        yield from records
+    except Malformed as exc:
+        raise CorruptionError(
+            f"{source}: offset {exc.offset}: {exc.reason}", path=source, offset=exc.offset
+        ) from None
 
 
 class Seed:
