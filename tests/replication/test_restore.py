@@ -43,7 +43,9 @@ def state_of(data_dir: pathlib.Path) -> tuple[dict[bytes, bytes], int]:
     return state, replayed
 
 
-def test_restore_newest_state_from_snapshot_and_log(store: ObjectStore, tmp_path: pathlib.Path) -> None:
+def test_restore_newest_state_from_snapshot_and_log(
+    store: ObjectStore, tmp_path: pathlib.Path
+) -> None:
     """The newest snapshot plus every chunk after it replays to the model's final state."""
     model = Model.random(95)
     run(ship_model(store, model, per_chunk=10, snapshot_at=(30, 60)))
