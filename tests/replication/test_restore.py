@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import pathlib
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import pytest
 
@@ -15,14 +17,18 @@ from minidb.replication._restore import restore
 from minidb.wal import Put, Remove, open_log
 from tests.replication.shipped import BUCKET, Model, chunk_bytes, ship_model
 
+T = TypeVar("T")
+
 RESTORE_TIMEOUT_S = 30.0
 """Deadline of one restore in these tests (seconds): a hang fails instead of blocking CI."""
 
 
-def run(coro: object) -> object:
-    async def bounded() -> object:
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on a fresh loop within the test's deadline."""
+
+    async def bounded() -> T:
         async with asyncio.timeout(RESTORE_TIMEOUT_S):
-            return await coro  # type: ignore[misc]
+            return await coro
 
     return asyncio.run(bounded())
 
@@ -50,7 +56,7 @@ def test_restore_newest_state_from_snapshot_and_log(
     model = Model.random(95)
     run(ship_model(store, model, per_chunk=10, snapshot_at=(30, 60)))
     result = run(restore(store, tmp_path / "data"))
-    assert result.plan.first_seq == 60 and result.plan.last_seq == 94  # type: ignore[attr-defined]
+    assert result.plan.first_seq == 60 and result.plan.last_seq == 94
     state, _ = state_of(tmp_path / "data")
     assert state == model.state_after(94)
 
@@ -74,7 +80,7 @@ def test_restore_at_time_gives_the_last_chunk_at_or_before_it(
     """Restoring to a time is the state of the newest chunk durable by then (its boundary)."""
     model = Model.random(50)
     shipped = run(ship_model(store, model, per_chunk=10, snapshot_at=(20,)))
-    t = shipped.time_of(29)  # type: ignore[attr-defined]
+    t = shipped.time_of(29)
     for at, expect in ((t, 29), (t + 999, 29), (t - 1, 19)):
         target = tmp_path / f"data-{at}"
         run(restore(store, target, at_time_ms=at))
@@ -88,7 +94,7 @@ def test_restore_refuses_a_gap_naming_the_objects_around_it(
     directory is left without a store."""
     model = Model.random(50)
     shipped = run(ship_model(store, model, per_chunk=10))
-    gone, after, before = (shipped.chunks[i][0] for i in (2, 1, 3))  # type: ignore[attr-defined]
+    gone, after, before = (shipped.chunks[i][0] for i in (2, 1, 3))
     run(store.delete(gone))
     with pytest.raises(GapError) as info:
         run(restore(store, tmp_path / "data"))
@@ -104,8 +110,8 @@ def test_restore_refuses_a_flipped_byte_naming_the_object(
     """One flipped byte in a chunk fails its whole-object checksum: DamagedObject names it."""
     model = Model.random(30)
     shipped = run(ship_model(store, model, per_chunk=10))
-    key = shipped.chunks[1][0]  # type: ignore[attr-defined]
-    data = bytearray(run(store.get(key)).data)  # type: ignore[attr-defined]
+    key = shipped.chunks[1][0]
+    data = bytearray(run(store.get(key)).data)
     data[40] ^= 0x10
     run(store.put(key, bytes(data)))
     with pytest.raises(DamagedObject) as info:
@@ -120,8 +126,8 @@ def test_restore_refuses_a_truncated_upload_naming_the_object(
     """An object shorter than its name says (a cut upload) is refused from the listing."""
     model = Model.random(30)
     shipped = run(ship_model(store, model, per_chunk=10, snapshot_at=(10,)))
-    key = shipped.snapshots[0][0]  # type: ignore[attr-defined]
-    data = run(store.get(key)).data  # type: ignore[attr-defined]
+    key = shipped.snapshots[0][0]
+    data = run(store.get(key)).data
     run(store.put(key, data[: len(data) // 2]))
     with pytest.raises(DamagedObject) as info:
         run(restore(store, tmp_path / "data"))
@@ -137,11 +143,11 @@ def test_restore_refuses_a_chunk_whose_records_do_not_check(
 
     model = Model.random(30)
     shipped = run(ship_model(store, model, per_chunk=10))
-    key, first, last, t = shipped.chunks[1]  # type: ignore[attr-defined]
+    key, first, last, t = shipped.chunks[1]
     run(store.delete(key))
     forged = chunk_bytes(first, model.payloads[first : last + 1])
     forged = forged[:20] + chunk_bytes(first + 1, model.payloads[first : last + 1])[20:]
-    chunk = chunk_for(shipped.generation, first, last, t, forged)  # type: ignore[attr-defined]
+    chunk = chunk_for(shipped.generation, first, last, t, forged)
     run(store.put_if_absent(chunk.key, forged))
     with pytest.raises(DamagedObject) as info:
         run(restore(store, tmp_path / "data"))

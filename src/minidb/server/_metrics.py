@@ -175,6 +175,37 @@ class ServerCollector(Collector):
             "minidb_wal_replay_seconds", "Time the start spent opening and replaying the log",
             stats.replay_seconds,
         )
+        replica = stats.replica
+        if replica is not None:
+            yield GaugeMetricFamily(
+                "minidb_replica_lag_seconds", "How long ago the primary made durable the oldest"
+                " record this replica has not applied (caught up: since its last poll)",
+                replica.lag_seconds,
+            )
+            yield GaugeMetricFamily(
+                "minidb_replica_lag_records", "Records shipped that this replica has not applied",
+                replica.lag_records,
+            )
+            yield GaugeMetricFamily(
+                "minidb_replica_applied_seq", "The newest record this replica applied",
+                replica.applied_seq,
+            )
+            yield GaugeMetricFamily(
+                "minidb_replica_link_up", "1 while the replica's last poll of the store worked",
+                1 if replica.state.value == "following" else 0,
+            )
+            yield CounterMetricFamily(
+                "minidb_replica_records_applied", "Shipped records this replica applied",
+                replica.records_applied,
+            )
+            yield CounterMetricFamily(
+                "minidb_replica_poll_failures", "Polls of the store that failed",
+                replica.poll_failures,
+            )
+            yield CounterMetricFamily(
+                "minidb_replica_fetched_bytes", "Bytes of shipped chunks downloaded",
+                replica.bytes_fetched,
+            )
 
 
 def task_snapshot() -> Any:
