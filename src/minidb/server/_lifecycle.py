@@ -33,9 +33,12 @@ import secrets
 import socket
 import sys
 import time
+from dataclasses import asdict as dataclasses_asdict
 from dataclasses import dataclass
 
 from minidb.errors import WalError
+from minidb.replication import RetentionPolicy, Shipper, ShipperConfig, ShipperStatistics
+from minidb.replication import start_shipping as _start_shipping
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Connection, Hub, LineConnection
@@ -126,6 +129,7 @@ class ServerStatistics:
     owner: OwnerStatistics
     wal: WalStatistics | None
     replay_seconds: float
+    replication: ShipperStatistics | None
 
 
 class Server:
@@ -135,6 +139,7 @@ class Server:
         self.config = config
         self._owner: StoreOwner | None = None
         self._log: DurableLog | None = None
+        self._shipper: Shipper | None = None
         self._replay_seconds = 0.0
         self._owner_task: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
@@ -163,6 +168,12 @@ class Server:
         state, log = open_store(config)
         self._replay_seconds = time.perf_counter() - started
         self._log = log
+        if config.replicate_to is not None:
+            try:
+                self._shipper = await self._start_shipping(log)
+            except BaseException:
+                log.close()
+                raise
         self._owner = StoreOwner(
             state, log, mailbox=config.mailbox,
             commit_delay=config.commit_delay_us / 1e6,
@@ -218,6 +229,20 @@ class Server:
             **({"resp": _fmt(self.resp_address)} if self.resp_address is not None else {}),
         )
 
+    async def _start_shipping(self, log: DurableLog) -> Shipper:
+        # Before the owner runs, so the log's hold is in place before any checkpoint.
+        config = self.config
+        assert config.replicate_to is not None
+        options: dict[str, object] = {}
+        if config.s3_endpoint is not None and config.replicate_to.startswith("s3://"):
+            options["endpoint_url"] = config.s3_endpoint
+        retention = RetentionPolicy.parse(config.retain) if config.retain is not None else None
+        return await _start_shipping(
+            config.replicate_to, log, str(config.data_dir), takeover=config.takeover,
+            config=ShipperConfig(ship_interval_s=config.ship_interval, retention=retention),
+            wall_ms=wall_clock_ms, store_options=options,
+        )
+
     def _resp_context(self) -> RespContext:
         config = self.config
         assert self.resp_address is not None
@@ -263,6 +288,8 @@ class Server:
         for conn in list(self._hub.connections):
             conn.abort()
         await self._close_metrics()
+        if self._shipper is not None:
+            await self._shipper.close()
         self.owner.log.close()
         return 1
 
@@ -297,6 +324,12 @@ class Server:
         with contextlib.suppress(BaseException):
             await self._owner_task
         self._checkpoint_on_shutdown()
+        if self._shipper is not None:
+            # What is written (the final snapshot too) goes out within what is left of the grace.
+            shipped = await self._shipper.drain(max(0.0, deadline - loop.time()))
+            event(logger, logging.INFO, "shutdown_shipped", complete=shipped,
+                  **dataclasses_asdict(self._shipper.statistics()))
+            await self._shipper.close()
         self._owner.log.close()
         await self._close_metrics()
         event(logger, logging.INFO, "shutdown_complete", dropped_connections=dropped)
@@ -382,4 +415,5 @@ class Server:
             owner=self._owner.statistics(),
             wal=self._log.statistics() if self._log is not None else None,
             replay_seconds=self._replay_seconds,
+            replication=self._shipper.statistics() if self._shipper is not None else None,
         )

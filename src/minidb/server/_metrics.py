@@ -42,6 +42,7 @@ from minidb.server._logging import event
 from minidb.store import BATCH_SIZE_BOUNDS
 
 if TYPE_CHECKING:
+    from minidb.replication import ShipperStatistics
     from minidb.server._lifecycle import Server
 
 logger = logging.getLogger("minidb.server")
@@ -175,6 +176,38 @@ class ServerCollector(Collector):
             "minidb_wal_replay_seconds", "Time the start spent opening and replaying the log",
             stats.replay_seconds,
         )
+        if (rep := stats.replication) is not None:
+            yield from _replication_metrics(rep)
+
+
+def _replication_metrics(rep: ShipperStatistics) -> Iterator[Metric]:
+    """The shipper's figures (``--replicate-to``); see docs/replication.md."""
+    yield GaugeMetricFamily(
+        "minidb_replication_lag_seconds",
+        "Age of the oldest written log record not yet shipped (0 when caught up)",
+        rep.lag_seconds,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replication_lag_records", "Written log records not yet shipped", rep.lag_records
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_shipped_bytes", "Bytes uploaded to the object store",
+        rep.shipped_bytes,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_shipped_objects", "Objects (chunks, snapshots) uploaded",
+        rep.shipped_objects,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_failures", "Failed object-store requests of the shipper (retried)",
+        rep.failures,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_deleted_objects", "Objects deleted by retention", rep.deleted_objects
+    )
+    yield GaugeMetricFamily(
+        "minidb_replication_fenced", "1 once another server took the prefix over", int(rep.fenced)
+    )
 
 
 def task_snapshot() -> Any:
