@@ -18,7 +18,7 @@ import pytest
 from minidb.objstore import ObjectStore
 from tests.objstore.conftest import S3Rig
 from tests.objstore.s3rig import ACCESS_KEY, REGION, SECRET_KEY
-from tests.replication.shipped import (
+from tests.replication.handshipped import (
     BUCKET,
     T0_MS,
     Model,
@@ -214,7 +214,7 @@ def test_replica_refuses_a_damaged_chunk_and_keeps_serving(
     client = server.client()
     wait_state(client, model.state_after(19))
     from minidb.replication._layout import chunk_for
-    from tests.replication.shipped import chunk_bytes
+    from tests.replication.handshipped import chunk_bytes
 
     data = bytearray(chunk_bytes(20, model.payloads[20:30]))
     data[30] ^= 0x01

@@ -15,7 +15,7 @@ from minidb.objstore import ObjectStore
 from minidb.replication._errors import DamagedObject, GapError
 from minidb.replication._restore import restore
 from minidb.wal import Put, Remove, open_log
-from tests.replication.shipped import BUCKET, Model, chunk_bytes, ship_model
+from tests.replication.handshipped import BUCKET, Model, chunk_bytes, ship_model
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from minidb.objstore import FileStore
-from tests.replication.shipped import Model, ship_model
+from tests.replication.handshipped import Model, ship_model
 from tests.server.conftest import ServeFactory
 
 CLI_TIMEOUT_S = 60.0

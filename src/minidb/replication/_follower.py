@@ -50,7 +50,7 @@ from minidb.replication._layout import (
     ChunkObject,
     parse_key,
 )
-from minidb.replication._restore import chunk_records, fetch_chunk, list_all, read_current
+from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk, list_all
 from minidb.store import APPLIED, Batch, FollowExecutor, ShippedRecord, StoreOwner
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import PayloadError, decode_ops
@@ -191,7 +191,7 @@ class Follower:
     async def poll_once(self) -> None:
         """Read the pointer, list what is new, apply it in order."""
         self._polls += 1
-        current = (await read_current(self.store)).generation
+        current = (await current_pointer(self.store)).generation
         if not self._route or self._route[-1][0] != current:
             await self._plan_route(current)
         polled_ms = self._clock_ms()

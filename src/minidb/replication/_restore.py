@@ -34,6 +34,7 @@ from minidb.errors import CorruptionError
 from minidb.objstore import NotFound, ObjectStore
 from minidb.objstore._types import ListEntry
 from minidb.replication._errors import DamagedObject, RestoreError
+from minidb.replication._generation import read_current
 from minidb.replication._layout import (
     CURRENT_KEY,
     Catalog,
@@ -44,6 +45,7 @@ from minidb.replication._layout import (
     plan_restore,
     verify_object,
 )
+from minidb.replication._retention import list_catalog
 from minidb.wal import Seed, holds_store, segment_copy_records
 from minidb.wal._reader import Record
 
@@ -76,22 +78,21 @@ async def list_all(store: ObjectStore, prefix: str = "", start_after: str | None
         after = page.next_start_after
 
 
-async def read_current(store: ObjectStore) -> CurrentPointer:
+async def current_pointer(store: ObjectStore) -> CurrentPointer:
     """The ``current`` pointer: which generation ships; ``RestoreError`` if nothing ever did."""
-    try:
-        obj = await store.get(CURRENT_KEY)
-    except NotFound:
+    found = await read_current(store)
+    if found is None:
         raise RestoreError(
             f"nothing was ever shipped here: no {CURRENT_KEY!r} object in {store.endpoint}"
-        ) from None
-    return CurrentPointer.from_json(obj.data)
+        )
+    return found[0]
 
 
 async def load_catalog(store: ObjectStore) -> tuple[Catalog, CurrentPointer]:
     """One listing of the store, sorted out, and the pointer (read first, so every object the
     pointer's generation had shipped by then is in the listing)."""
-    current = await read_current(store)
-    return Catalog.from_listing(await list_all(store)), current
+    current = await current_pointer(store)
+    return await list_catalog(store), current
 
 
 async def fetch_chunk(store: ObjectStore, chunk: ChunkObject) -> bytes:

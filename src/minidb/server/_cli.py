@@ -99,8 +99,26 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS", help="how often a replica looks for newly shipped records",
     )
     parser.add_argument(
+        "--replicate-to", default=None, metavar="URL",
+        help="ship the WAL to object storage: s3://BUCKET/PREFIX or file:DIR"
+        " (see docs/replication.md)",
+    )
+    parser.add_argument(
+        "--ship-interval", type=float, default=defaults.DEFAULT_SHIP_INTERVAL_S,
+        metavar="SECONDS", help="upload new log records at least this often (default 1)",
+    )
+    parser.add_argument(
+        "--retain", default=None, metavar="WINDOW|N",
+        help="delete shipped objects no restore point of the last WINDOW (24h, 7d) or of the"
+        " newest N snapshots needs (default: keep everything)",
+    )
+    parser.add_argument(
+        "--takeover", action="store_true",
+        help="ship to a prefix another server ships to, fencing that server",
+    )
+    parser.add_argument(
         "--s3-endpoint", default=None, metavar="URL",
-        help="S3-compatible endpoint for s3:// URLs (MinIO, moto, R2)",
+        help="S3-compatible endpoint for --replicate-to / --replica-of s3:// (MinIO, moto, R2)",
     )
     # Where the fdatasync runs: for benchmarks, not for operators (see store._actor).
     parser.add_argument(
@@ -144,6 +162,10 @@ def _serve(args: argparse.Namespace) -> int:
             max_value_bytes=args.max_value_bytes,
             replica_of=args.replica_of,
             replica_poll_interval=args.poll_interval,
+            replicate_to=args.replicate_to,
+            ship_interval=args.ship_interval,
+            retain=args.retain,
+            takeover=args.takeover,
             s3_endpoint=args.s3_endpoint,
         )
     except ConfigError as exc:
@@ -159,6 +181,8 @@ def _serve(args: argparse.Namespace) -> int:
 
 async def _main(config: Any) -> int:
     from minidb.errors import ConfigError, MinidbError, WalError
+    from minidb.objstore import ObjectStoreError
+    from minidb.replication import ReplicationError
     from minidb.server._lifecycle import Server
 
     server = Server(config)
@@ -169,6 +193,12 @@ async def _main(config: Any) -> int:
         # missing acknowledged writes. One line naming the file and the byte offset.
         where = f" (file {exc.path}, byte offset {exc.offset})" if exc.offset is not None else ""
         sys.stderr.write(f"minidb serve: error: refusing to start: {exc}{where}\n")
+        return 1
+    except (ReplicationError, ObjectStoreError, TimeoutError) as exc:
+        # Another server ships to the prefix (GenerationConflict), or the store is unreachable
+        # (before OSError, since TimeoutError is one).
+        reason = str(exc) or f"{config.replicate_to} did not answer in time"
+        sys.stderr.write(f"minidb serve: error: refusing to start: replication: {reason}\n")
         return 1
     except OSError as exc:
         sys.stderr.write(f"minidb serve: error: cannot listen on {config.host}: {exc}\n")

@@ -38,10 +38,13 @@ import secrets
 import socket
 import sys
 import time
+from dataclasses import asdict as dataclasses_asdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from minidb.errors import ConfigError, WalError
+from minidb.replication import RetentionPolicy, Shipper, ShipperConfig, ShipperStatistics
+from minidb.replication import start_shipping as _start_shipping
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Connection, Hub, LineConnection
@@ -137,6 +140,7 @@ class ServerStatistics:
     owner: OwnerStatistics
     wal: WalStatistics | None
     replay_seconds: float
+    replication: ShipperStatistics | None
     replica: FollowerStatistics | None = None
     """The follower's figures while the server is a replica (None: a primary)."""
 
@@ -148,6 +152,7 @@ class Server:
         self.config = config
         self._owner: StoreOwner | None = None
         self._log: DurableLog | None = None
+        self._shipper: Shipper | None = None
         self._replay_seconds = 0.0
         self._owner_task: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
@@ -185,6 +190,12 @@ class Server:
             raise
         self._replay_seconds = time.perf_counter() - started
         self._log = log
+        if config.replicate_to is not None:
+            try:
+                self._shipper = await self._start_shipping(log)
+            except BaseException:
+                log.close()
+                raise
         self._owner = StoreOwner(
             state, log, mailbox=config.mailbox,
             commit_delay=config.commit_delay_us / 1e6,
@@ -332,6 +343,20 @@ class Server:
         """The follower while the server is a replica."""
         return self._follower
 
+    async def _start_shipping(self, log: DurableLog) -> Shipper:
+        # Before the owner runs, so the log's hold is in place before any checkpoint.
+        config = self.config
+        assert config.replicate_to is not None
+        options: dict[str, object] = {}
+        if config.s3_endpoint is not None and config.replicate_to.startswith("s3://"):
+            options["endpoint_url"] = config.s3_endpoint
+        retention = RetentionPolicy.parse(config.retain) if config.retain is not None else None
+        return await _start_shipping(
+            config.replicate_to, log, str(config.data_dir), takeover=config.takeover,
+            config=ShipperConfig(ship_interval_s=config.ship_interval, retention=retention),
+            wall_ms=wall_clock_ms, store_options=options,
+        )
+
     def _resp_context(self) -> RespContext:
         config = self.config
         assert self.resp_address is not None
@@ -379,6 +404,8 @@ class Server:
         await self._stop_follower()
         await self._close_replica_store()
         await self._close_metrics()
+        if self._shipper is not None:
+            await self._shipper.close()
         self.owner.log.close()
         return 1
 
@@ -418,6 +445,12 @@ class Server:
         with contextlib.suppress(BaseException):
             await self._owner_task
         self._checkpoint_on_shutdown()
+        if self._shipper is not None:
+            # What is written (the final snapshot too) goes out within what is left of the grace.
+            shipped = await self._shipper.drain(max(0.0, deadline - loop.time()))
+            event(logger, logging.INFO, "shutdown_shipped", complete=shipped,
+                  **dataclasses_asdict(self._shipper.statistics()))
+            await self._shipper.close()
         self._owner.log.close()
         await self._close_metrics()
         event(logger, logging.INFO, "shutdown_complete", dropped_connections=dropped)
@@ -504,4 +537,5 @@ class Server:
             wal=self._log.statistics() if self._log is not None else None,
             replay_seconds=self._replay_seconds,
             replica=self._follower.statistics() if self._follower is not None else None,
+            replication=self._shipper.statistics() if self._shipper is not None else None,
         )
