@@ -142,6 +142,7 @@ class Shipper:
         self._behind_since: float | None = None
         self._lagging = False
         self._stopping = False
+        self._busy = False  # a round is in progress (drain waits for its retention sweep too)
         self._fenced = False
         self._bytes = self._objects = self._failures = self._deleted = 0
         self._last_round = -float("inf")
@@ -155,7 +156,9 @@ class Shipper:
         self._loop = asyncio.get_running_loop()
         self._log.hold_for_shipping()
         self._log.set_observer(self._observe)
-        self._behind_since = self._loop.time()  # the initial chain is unshipped
+        self._behind_since = self._loop.time()  # the initial chain is unshipped: ship it now
+        self._signalled = True
+        self._wake.set()
         self._task = self._loop.create_task(self._run(), name="minidb-shipper")
 
     async def drain(self, timeout_s: float) -> bool:
@@ -164,7 +167,7 @@ class Shipper:
         self._wake_now()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        while not self._caught_up(self._latest):
+        while self._busy or not self._caught_up(self._latest):
             if self._fenced or self._task is None or self._task.done():
                 return False
             if loop.time() >= deadline:
@@ -226,7 +229,11 @@ class Shipper:
                     await asyncio.sleep(wait)
                 self._last_round = loop.time()
                 target = self._latest
-                await self._retrying(functools.partial(self._round, target))
+                self._busy = True
+                try:
+                    await self._retrying(functools.partial(self._round, target))
+                finally:
+                    self._busy = False
                 self._settle(target, self._last_round)
         except Fenced as exc:
             self._fence(exc)
