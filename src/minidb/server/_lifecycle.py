@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from minidb.errors import ConfigError, WalError
 from minidb.replication import RetentionPolicy, Shipper, ShipperConfig, ShipperStatistics
 from minidb.replication import start_shipping as _start_shipping
+from minidb.replication._follower import Follower, FollowerStatistics
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Connection, Hub, LineConnection
@@ -63,7 +64,6 @@ from minidb.wal import DurableLog, WalStatistics, open_log
 
 if TYPE_CHECKING:
     from minidb.objstore import ObjectStore
-    from minidb.replication._follower import Follower, FollowerStatistics
     from minidb.replication._restore import RestoreResult
 
 logger = logging.getLogger("minidb.server")
@@ -287,8 +287,6 @@ class Server:
     def _new_follower(
         self, store: ObjectStore, log: DurableLog, restored: RestoreResult | None
     ) -> Follower:
-        from minidb.replication._follower import Follower
-
         config = self.config
         assert config.replica_of is not None and self._owner is not None
         generation = after = None
@@ -323,19 +321,42 @@ class Server:
         )
 
     async def promote(self) -> None:
-        """Stop following and take writes: the owner leaves the replica role after the last
-        record the follower handed it, so the sequence continues without a gap."""
+        """Stop following, start shipping to the same prefix under a new generation (taking
+        it over, so a primary still alive there is fenced), then take writes: the owner
+        leaves the replica role after the last record the follower handed it, so the
+        sequence continues without a gap and every write taken is shipped. If shipping cannot
+        start (the store is unreachable) the server stays a replica and follows again."""
         if self._follower is None:
             raise ConfigError("not a replica: nothing to promote")
-        follower = self._follower
+        config, follower, log = self.config, self._follower, self._log
+        assert config.replica_of is not None and log is not None
         await self._stop_follower()
-        self.owner.promote()
         stats = follower.statistics()
+        try:
+            self._shipper = await self._start_shipping(log, config.replica_of, takeover=True)
+        except Exception as exc:
+            event(
+                logger, logging.ERROR, "replica_promote_failed", source=stats.source,
+                error=repr(exc), action="following again",
+            )
+            store = self._replica_store
+            assert store is not None
+            self._follower = Follower(
+                store, self.owner, source=config.replica_of, next_seq=log.next_number,
+                generation=stats.generation, poll_interval=config.replica_poll_interval,
+            )
+            self._follower_task = asyncio.get_running_loop().create_task(
+                self._follower.run(), name="minidb-replica-follower"
+            )
+            self._promote_task = None  # a later request may try again
+            return
+        self.owner.promote()
         self._follower = None
         await self._close_replica_store()
         event(
             logger, logging.WARNING, "replica_promoted", source=stats.source,
-            generation=stats.generation, next_seq=follower.next_seq, lag_records=stats.lag_records,
+            followed=stats.generation, next_seq=log.next_number,
+            generation=self._shipper.statistics().generation,
         )
 
     @property
@@ -343,16 +364,21 @@ class Server:
         """The follower while the server is a replica."""
         return self._follower
 
-    async def _start_shipping(self, log: DurableLog) -> Shipper:
-        # Before the owner runs, so the log's hold is in place before any checkpoint.
+    async def _start_shipping(
+        self, log: DurableLog, url: str | None = None, *, takeover: bool | None = None
+    ) -> Shipper:
+        # Before the owner runs, so the log's hold is in place before any checkpoint (a
+        # promoted replica: before the owner takes its first write).
         config = self.config
-        assert config.replicate_to is not None
+        url = url if url is not None else config.replicate_to
+        assert url is not None
         options: dict[str, object] = {}
-        if config.s3_endpoint is not None and config.replicate_to.startswith("s3://"):
+        if config.s3_endpoint is not None and url.startswith("s3://"):
             options["endpoint_url"] = config.s3_endpoint
         retention = RetentionPolicy.parse(config.retain) if config.retain is not None else None
         return await _start_shipping(
-            config.replicate_to, log, str(config.data_dir), takeover=config.takeover,
+            url, log, str(config.data_dir),
+            takeover=config.takeover if takeover is None else takeover,
             config=ShipperConfig(ship_interval_s=config.ship_interval, retention=retention),
             wall_ms=wall_clock_ms, store_options=options,
         )
