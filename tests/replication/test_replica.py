@@ -256,3 +256,26 @@ def test_promoted_replica_takes_writes_after_the_shipped_records(
     expect = {**model.state_after(29)}
     assert again.client().request("GET b new") == "VALUE 1"
     assert state_matches(again.client(), expect, 20)
+
+
+def test_replica_refuses_a_new_generation_starting_after_its_position(
+    serve: ServeFactory, backend: Backend, tmp_path: Path
+) -> None:
+    """A new generation whose chain starts at a snapshot past the replica's position, with
+    nothing shipped in between, is refused (restore afresh) rather than followed with a hole."""
+    model = Model.random(90, seed=17)
+    old = backend.run(start_generation(backend.store))
+    backend.run(ship_chunks(backend.store, old, model, 0, 49, 10, Shipped(old)))
+    server = replica(serve, backend, tmp_path / "replica")
+    client = server.client()
+    wait_state(client, model.state_after(49))
+    new = backend.run(start_generation(backend.store, T0_MS + 100_000, parent=old, nonce=2))
+    shipped = Shipped(new)
+    backend.run(ship_snapshot(backend.store, new, model, 70, shipped))
+    at = T0_MS + 100_000
+    backend.run(ship_chunks(backend.store, new, model, 70, 89, 10, shipped, time_ms=at))
+    deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+    while info_replication(server)["minidb_replica_state"] != "refused":
+        assert time.monotonic() < deadline, "the follower did not refuse the generation"
+        time.sleep(POLL_INTERVAL_S)
+    assert state_matches(client, model.state_after(49), 20)

@@ -48,6 +48,7 @@ from minidb.replication._layout import (
     GENERATIONS_PREFIX,
     Catalog,
     ChunkObject,
+    SnapshotObject,
     parse_key,
 )
 from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk, list_all
@@ -256,6 +257,7 @@ class Follower:
                 continue
             if chunk.first > self._next:
                 if newest:
+                    await self._refuse_if_chain_starts_later(gen, chunk)
                     # Not visible yet (uploads may land out of order): wait for it. The cursor
                     # stays before the hole so the next listing sees this chunk again.
                     if self._oldest_unapplied_ms is None:
@@ -264,6 +266,21 @@ class Follower:
                 return  # the rest of the log is in a later generation of the route
             await self._apply(chunk)
             self._cursor[gen] = chunk.key
+
+    async def _refuse_if_chain_starts_later(self, gen: str, chunk: ChunkObject) -> None:
+        """A hole before ``chunk`` that can never fill: ``gen``'s chain starts at a snapshot
+        after this replica's position (a primary that restarted from a later state than the
+        replica has, with nothing shipped in between), so only a fresh restore can catch up."""
+        if self._cursor.get(gen) is not None:
+            return  # this generation already continued the replica's records
+        snaps = [e.key for e in await list_all(self.store, f"gen/{gen}/snap/")]
+        bases = [p.base for k in snaps if isinstance(p := parse_key(k), SnapshotObject)]
+        if bases and min(bases) > self._next and min(bases) <= chunk.first:
+            raise _Refusal(
+                f"generation {gen} starts at record {min(bases)} (its snapshot), after this"
+                f" replica's record {self._next - 1}, and nothing ships the records between:"
+                " restore it afresh"
+            )
 
     async def _apply(self, chunk: ChunkObject) -> None:
         data = await fetch_chunk(self.store, chunk)
