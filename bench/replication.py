@@ -38,8 +38,8 @@ import urllib.request
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _serverproc  # noqa: E402
-import server as server_bench  # noqa: E402  (bench/server.py: the one load generator)
+import _serverproc
+import server as server_bench  # bench/server.py: the one load generator
 
 S3_PUT_PER_1000_USD = 0.005
 """S3 Standard PUT, COPY, POST, LIST requests, per 1,000 (us-east-1 list price)."""

@@ -207,7 +207,8 @@ class Shipper:
         self._latest = position
         if not self._signalled and self._loop is not None:
             self._signalled = True
-            self._loop.call_soon_threadsafe(self._on_wake)
+            with contextlib.suppress(RuntimeError):  # the loop is closing: nothing to wake
+                self._loop.call_soon_threadsafe(self._on_wake)
 
     def _on_wake(self) -> None:
         if self._behind_since is None and self._loop is not None:
