@@ -18,17 +18,20 @@ from minidb.replication import (
 )
 from minidb.server import Server, ServerConfig
 
-from .conftest import LineConn, run_server
+from .conftest import LineConn, Target, run_server
 from .shipped import shipped_state
 
 FENCE_DEADLINE_S = 5.0
 """How long the first server may take to notice it was fenced (one round after a write)."""
 
 
-def _config(tmp_path: Path, data: str, **kw: object) -> ServerConfig:
+def _config(tmp_path: Path, data: str, target: Target | None = None, **kw: object) -> ServerConfig:
+    where: dict[str, object] = (
+        {"replicate_to": target.url, **target.settings} if target is not None
+        else {"replicate_to": f"file:{tmp_path / 'objects'}"}
+    )
     return ServerConfig(
-        port=0, data_dir=tmp_path / data, replicate_to=f"file:{tmp_path / 'objects'}",
-        ship_interval=0.1, **kw,  # type: ignore[arg-type]
+        port=0, data_dir=tmp_path / data, ship_interval=0.1, **where, **kw,  # type: ignore[arg-type]
     )
 
 
@@ -118,11 +121,11 @@ def test_second_server_refuses_to_start_on_a_shipped_prefix(serve, tmp_path: Pat
 
 
 def test_takeover_fences_the_first_server_which_keeps_serving(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, target: Target
 ) -> None:
     """After a takeover the first server's next round fails the fence check: it logs
     replication_fenced, stops shipping, and still answers writes; the store holds the second
-    server's writes, not the first one's later ones."""
+    server's writes, not the first one's later ones (both backends)."""
     caplog.set_level(logging.INFO, logger="minidb.replication")
 
     async def body(first: Server) -> None:
@@ -144,15 +147,15 @@ def test_takeover_fences_the_first_server_which_keeps_serving(
             await asyncio.sleep(0.3)  # a second interval: it has stopped shipping for good
             await conn2.close()
 
-        await run_inner(_config(tmp_path, "b", takeover=True), second_body)
+        await run_inner(_config(tmp_path, "b", target, takeover=True), second_body)
         await conn.close()
 
-    run_server(_config(tmp_path, "a"), body)
+    run_server(_config(tmp_path, "a", target), body)
     fenced = [r for r in caplog.records if r.getMessage() == "replication_fenced"]
     assert fenced, "no replication_fenced log line"
 
     async def check() -> None:
-        store = FileStore(str(tmp_path / "objects"))
+        store = target.open()
         state, _ = await shipped_state(store)
         assert (b"b", b"second") in state and (b"b", b"zombie") not in state
         assert (b"b", b"after") not in state

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from minidb.objstore import FileStore
+from minidb.objstore import FileStore, ObjectStore
 from minidb.replication import LOCAL_FILE, Catalog, list_catalog
 from minidb.server import Server, ServerConfig
 
-from .conftest import LineConn, run_server
+from .conftest import LineConn, Target, run_server
 from .shipped import State, shipped_state
 
 SHIP_INTERVAL_S = 0.2
@@ -32,7 +32,7 @@ def _config(tmp_path: Path, **kw: object) -> ServerConfig:
     return ServerConfig(**settings)  # type: ignore[arg-type]
 
 
-async def _wait_shipped(store: FileStore, model: State, deadline_s: float) -> float:
+async def _wait_shipped(store: ObjectStore, model: State, deadline_s: float) -> float:
     """Seconds until the store's newest state equals ``model``; fails after ``deadline_s``."""
     loop = asyncio.get_running_loop()
     start = loop.time()
@@ -50,14 +50,16 @@ async def _wait_shipped(store: FileStore, model: State, deadline_s: float) -> fl
                 f"{sorted(missing)[:3]}")
 
 
-def test_shipper_ships_every_acknowledged_write_within_an_interval(tmp_path: Path) -> None:
+def test_shipper_ships_every_acknowledged_write_within_an_interval(
+    tmp_path: Path, target: Target
+) -> None:
     """Each burst of acknowledged writes is in the store, checksums verified, within one ship
-    interval plus one upload."""
+    interval plus one upload, on both backends."""
 
     async def body(server: Server) -> list[float]:
         assert server.line_address is not None
         conn = await LineConn.open(server.line_address[1])
-        store = FileStore(str(tmp_path / "objects"))
+        store = target.open()
         model: State = {}
         waits = []
         for burst in range(4):
@@ -72,8 +74,8 @@ def test_shipper_ships_every_acknowledged_write_within_an_interval(tmp_path: Pat
         await store.close()
         return waits
 
-    waits = run_server(_config(tmp_path), body)
-    print(f"ship latency per burst (s): {[round(w, 3) for w in waits]}")
+    waits = run_server(_config(tmp_path, replicate_to=target.url, **target.settings), body)
+    print(f"{target.backend} ship latency per burst (s): {[round(w, 3) for w in waits]}")
 
 
 def test_checkpoints_keep_unshipped_files_until_shipped(tmp_path: Path) -> None:

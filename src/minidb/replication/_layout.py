@@ -117,10 +117,8 @@ class ChunkObject:
 
     @property
     def key(self) -> str:
-        return (
-            f"{GEN_PREFIX}{self.generation}/wal/{self.first:016x}-{self.last:016x}"
-            f"_{self.time_ms}_{self.size}_{self.crc:08x}.wal"
-        )
+        where = f"{GEN_PREFIX}{self.generation}/wal/{self.first:016x}-{self.last:016x}"
+        return where + _tail(self.time_ms, self.size, self.crc) + ".wal"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,10 +136,13 @@ class SnapshotObject:
 
     @property
     def key(self) -> str:
-        return (
-            f"{GEN_PREFIX}{self.generation}/snap/{self.base:016x}"
-            f"_{self.time_ms}_{self.size}_{self.crc:08x}.snap"
-        )
+        where = f"{GEN_PREFIX}{self.generation}/snap/{self.base:016x}"
+        return where + _tail(self.time_ms, self.size, self.crc) + ".snap"
+
+
+def _tail(time_ms: int, size: int, crc: int) -> str:
+    """The part of a chunk's or snapshot's key after its range: ``_<ms>_<size>_<crc>``."""
+    return f"_{time_ms}_{size}_{crc:08x}"
 
 
 ShippedObject = ChunkObject | SnapshotObject

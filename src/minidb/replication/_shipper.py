@@ -96,6 +96,8 @@ class ShipperStatistics:
     shipped_number: int
     """Records below this number are shipped."""
     deleted_objects: int
+    store_requests: int
+    """Requests sent to the object store (uploads, fence checks, listings, deletes)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -196,6 +198,7 @@ class Shipper:
             lag_records=max(0, latest.next_number - self._next),
             shipped_bytes=self._bytes, shipped_objects=self._objects, failures=self._failures,
             fenced=self._fenced, shipped_number=self._next, deleted_objects=self._deleted,
+            store_requests=self._store.statistics().requests,
         )
 
     # -- the observer (any thread, inside the log's write path) ----------------------------
@@ -204,7 +207,8 @@ class Shipper:
         self._latest = position
         if not self._signalled and self._loop is not None:
             self._signalled = True
-            self._loop.call_soon_threadsafe(self._on_wake)
+            with contextlib.suppress(RuntimeError):  # the loop is closing: nothing to wake
+                self._loop.call_soon_threadsafe(self._on_wake)
 
     def _on_wake(self) -> None:
         if self._behind_since is None and self._loop is not None:

@@ -208,6 +208,10 @@ def _replication_metrics(rep: ShipperStatistics) -> Iterator[Metric]:
     yield CounterMetricFamily(
         "minidb_replication_deleted_objects", "Objects deleted by retention", rep.deleted_objects
     )
+    yield CounterMetricFamily(
+        "minidb_replication_store_requests", "Requests the shipper sent to the object store",
+        rep.store_requests,
+    )
     yield GaugeMetricFamily(
         "minidb_replication_fenced", "1 once another server took the prefix over", int(rep.fenced)
     )

@@ -433,9 +433,8 @@ class DurableLog:
         self._log_bytes -= self._log_bytes_at_begin
         self._checkpoint_in_flight = False
         with self._publish_lock:
-            self._position = position = dataclasses.replace(self._position, snapshot_base=base)
-            if self._observer is not None:
-                self._observer(position)
+            self._position = dataclasses.replace(self._position, snapshot_base=base)
+            self._tell_observer()
 
     # -- shipping ---------------------------------------------------------------------------
 
@@ -493,10 +492,20 @@ class DurableLog:
         # Called by the thread that just wrote (writes are one at a time), so the writer's
         # size and ``next_number`` describe the same moment.
         with self._publish_lock:
-            position = LogPosition(writer.base, writer.size, next_number, self._snapshot_base)
-            self._position = position
-            if self._observer is not None:
-                self._observer(position)
+            self._position = LogPosition(
+                writer.base, writer.size, next_number, self._snapshot_base
+            )
+            self._tell_observer()
+
+    def _tell_observer(self) -> None:
+        # The records are written whatever the observer does: its failure must not turn into
+        # a failed write (the owner would refuse an acknowledged batch), so it is only logged.
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer(self._position)
+            except Exception:
+                logger.exception("wal position observer failed")
 
     def close(self) -> None:
         """Release the files and the directory lock; records appended but not synced are
