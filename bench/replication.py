@@ -15,8 +15,12 @@ Parts:
     at S3 Standard list prices (us-east-1: PUT/LIST $0.005 per 1,000, GET $0.0004 per 1,000,
     storage $0.023 per GB-month).
 ``restore``
-    (left for the restore side: restore time of 1M keys, a snapshot plus 1M log records; see
-    ``restore_part`` below.)
+    Restore time of ``--restore-keys`` keys (default 1M) from a ``file:`` store: a snapshot of
+    that many keys plus as many log records after it (overwrites of the same keys) in
+    segment-sized chunks, written straight in the layout (no server, so generating them stays
+    well under a minute), then ``minidb.replication.restore`` into a fresh directory (every
+    checksum verified, the data directory written and synced), then the time ``minidb serve``
+    needs to replay the result.
 
 The last line of output is one JSON object with every figure.
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import re
 import statistics
 import sys
@@ -121,9 +126,77 @@ def throughput_and_traffic(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+RESTORE_CHUNK_RECORDS = 100_000
+"""Log records per shipped chunk in the restore part (about a 16 MiB segment's worth)."""
+
+
 def restore_part(args: argparse.Namespace) -> dict[str, Any]:
-    """Restore time of 1M keys from the store: the restore side fills this in."""
-    return {}
+    """Restore ``args.restore_keys`` keys: a snapshot of them plus as many log records."""
+    import asyncio
+
+    from minidb.objstore import FileStore
+    from minidb.replication import (
+        CurrentPointer,
+        GenerationRecord,
+        chunk_for,
+        generation_id,
+        snapshot_for,
+    )
+    from minidb.replication._restore import restore
+    from minidb.server._config import ServerConfig
+    from minidb.server._lifecycle import open_store
+    from minidb.wal import encode_put, segment_header
+    from minidb.wal._checkpoint import snapshot_chunks
+    from minidb.wal._format import encode_record
+
+    keys = args.restore_keys
+    value = b"v" * 32
+    now = int(time.time() * 1000)
+    gen = generation_id(now, 1)
+
+    async def run(root: str) -> dict[str, Any]:
+        store = FileStore(os.path.join(root, "objects"))
+        started = time.perf_counter()
+        record = GenerationRecord(gen, None, now, "bench", os.getpid(), False)
+        await store.put_if_absent(record.key, record.to_json())
+        await store.put_if_absent("current", CurrentPointer(gen, 1, now, "bench").to_json())
+        snapshot = b"".join(snapshot_chunks(keys, (
+            encode_put(b"b", b"key:%09d" % i, value) for i in range(keys)
+        )))
+        snap = snapshot_for(gen, keys, now, snapshot)
+        await store.put_if_absent(snap.key, snapshot)
+        shipped = len(snapshot)
+        for first in range(keys, 2 * keys, RESTORE_CHUNK_RECORDS):
+            last = min(first + RESTORE_CHUNK_RECORDS, 2 * keys) - 1
+            data = segment_header(first) + b"".join(
+                encode_record(n, encode_put(b"b", b"key:%09d" % (n - keys), b"w" * 32))
+                for n in range(first, last + 1)
+            )
+            chunk = chunk_for(gen, first, last, now, data)
+            await store.put_if_absent(chunk.key, data)
+            shipped += len(data)
+        generated = time.perf_counter() - started
+        target = os.path.join(root, "restored")
+        result = await restore(store, target)
+        await store.close()
+        replay = None
+        if args.restore_replay:
+            started = time.perf_counter()
+            state, log = open_store(ServerConfig(data_dir=pathlib.Path(target)))
+            replay = round(time.perf_counter() - started, 3)
+            count = len(state)
+            log.close()
+            assert count == keys, (count, keys)
+        return {
+            "keys": keys, "log_records": result.records, "bytes": shipped,
+            "objects": result.objects_read, "generate_s": round(generated, 3),
+            "restore_s": round(result.seconds, 3),
+            "restore_mb_per_s": round(shipped / 1e6 / result.seconds, 1),
+            "replay_s": replay,
+        }
+
+    with tempfile.TemporaryDirectory(prefix="minidb-bench-restore-") as root:
+        return asyncio.run(run(root))
 
 
 def main() -> None:
@@ -135,11 +208,23 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=4)
     parser.add_argument("--idle", type=float, default=5.0)
     parser.add_argument("--ship-interval", type=float, default=1.0)
+    parser.add_argument("--restore-keys", type=int, default=1_000_000,
+                        help="keys in the restore part's snapshot, and log records after it")
+    parser.add_argument("--restore-replay", action="store_true",
+                        help="also time minidb serve's replay of the restored directory")
+    parser.add_argument("--part", choices=("all", "ship", "restore"), default="all")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.idle = 2, 2.0, 3.0
+        args.restore_keys = min(args.restore_keys, 100_000)
+    if args.part == "restore":
+        restored = restore_part(args)
+        _print_restore(restored)
+        print(json.dumps({"restore": restored}))
+        return
     result = throughput_and_traffic(args)
-    result["restore"] = restore_part(args)
+    if args.part == "all":
+        result["restore"] = restore_part(args)
     print(f"durable SETs, {args.conns} conns x depth {args.depth}, {args.rounds} interleaved"
           f" rounds of {args.seconds}s")
     print(f"  shipping off: {result['rps_off']:10.0f} req/s")
@@ -151,7 +236,18 @@ def main() -> None:
           f" ${pm['storage_usd_per_month_if_kept']:.4f}/month to keep the bytes")
     idle = result["per_idle_hour"]
     print(f"per idle hour: {idle['requests']:.0f} requests, {idle['bytes']:.0f} bytes")
+    if "restore" in result:
+        _print_restore(result["restore"])
     print(json.dumps(result))
+
+
+def _print_restore(r: dict[str, Any]) -> None:
+    print(f"restore of {r['keys']} keys (a snapshot plus {r['log_records']} log records,"
+          f" {r['bytes'] / 1e6:.0f} MB in {r['objects']} objects): {r['restore_s']:.2f} s"
+          f" ({r['restore_mb_per_s']} MB/s, every checksum verified; objects generated in"
+          f" {r['generate_s']:.1f} s)")
+    if r["replay_s"] is not None:
+        print(f"  then minidb serve replays the restored directory in {r['replay_s']:.2f} s")
 
 
 if __name__ == "__main__":

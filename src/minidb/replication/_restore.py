@@ -194,9 +194,16 @@ async def restore(
             data = await fetch_chunk(store, planned.chunk)
             bytes_read += len(data)
             objects += 1
+            # Every record is checked; the ones applied are copied as framed (they keep
+            # their numbers, so their checksums hold in the restored segment as they are).
+            start = end = None
             for record in chunk_records(planned.chunk, data):
-                if planned.apply_from <= record.number <= planned.apply_to:
-                    seed.append(record.number, record.payload)
+                if record.number == planned.apply_from:
+                    start = record.offset
+                if record.number == planned.apply_to + 1:
+                    end = record.offset
+            assert start is not None, "chunk_records checked that the chunk holds its range"
+            seed.append_framed(planned.apply_from, planned.apply_to, data[start:end])
         seed.finish()
     except BaseException:
         seed.abandon()

@@ -142,6 +142,18 @@ class Seed:
         if self._pending_bytes >= SEED_WRITE_BYTES:
             self._flush()
 
+    def append_framed(self, first: int, last: int, framed: bytes) -> None:
+        """Add records ``first..last`` already framed with those numbers (a byte range of a
+        segment or a chunk that its reader checked): copied as they are, not framed again."""
+        if first != self.next_number:
+            raise ValueError(f"record {first} does not follow {self.next_number - 1}")
+        if self._writer is None:
+            self._writer = SegmentWriter.create(self.directory, self.base)
+        self._flush()
+        self._writer.write(framed)
+        self.next_number = last + 1
+        self.records += last - first + 1
+
     def _flush(self) -> None:
         if self._pending and self._writer is not None:
             self._writer.write(b"".join(self._pending))
