@@ -4,20 +4,14 @@ byte and every moment is the test's)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import signal
 import time
-from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from minidb.objstore import ObjectStore
-from tests.objstore.conftest import S3Rig
-from tests.objstore.s3rig import ACCESS_KEY, REGION, SECRET_KEY
+from tests.replication.conftest import Served
 from tests.replication.handshipped import (
     BUCKET,
     T0_MS,
@@ -29,8 +23,6 @@ from tests.replication.handshipped import (
 )
 from tests.server.conftest import LineClient, ServeFactory, ServerProcess
 
-T = TypeVar("T")
-
 redis = pytest.importorskip("redis", reason="redis-py is not installed (pip install redis)")
 
 POLL_INTERVAL_S = 0.2
@@ -41,47 +33,10 @@ LAG_BOUND_S = 10 * POLL_INTERVAL_S
 """What the lag may be once a chunk is listed: a few poll intervals (generous: 2 shared cores)."""
 
 
-@dataclass
-class Backend:
-    """One object store, as the test process sees it and as a server is told about it."""
-
-    store: ObjectStore
-    url: str
-    env: dict[str, str]
-    loop: asyncio.AbstractEventLoop
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run one store call to completion, within the test's deadline."""
-        return self.loop.run_until_complete(asyncio.wait_for(coro, CONVERGE_TIMEOUT_S))
-
-
-@pytest.fixture(params=["file", "s3"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    loop = asyncio.new_event_loop()
-    if request.param == "file":
-        from minidb.objstore import FileStore
-
-        directory = tmp_path / "objects"
-        store: ObjectStore = FileStore(str(directory))
-        yield Backend(store, f"file:{directory}", {}, loop)
-    else:
-        rig: S3Rig = request.getfixturevalue("s3rig")
-        request.getfixturevalue("proxy")
-        bucket = rig.server.new_bucket()
-        store = rig.store(bucket, "pfx")
-        env = {
-            "AWS_ENDPOINT_URL": rig.proxy.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_REGION": REGION,
-        }
-        yield Backend(store, f"s3://{bucket}/pfx", env, loop)
-    loop.run_until_complete(store.close())
-    loop.close()
-
-
-def replica(serve: ServeFactory, backend: Backend, data_dir: Path, *extra: str) -> ServerProcess:
+def replica(serve: ServeFactory, served: Served, data_dir: Path, *extra: str) -> ServerProcess:
     return serve(
-        "--replica-of", backend.url, "--poll-interval", str(POLL_INTERVAL_S),
-        "--resp-port", "0", *extra, data_dir=data_dir, env=backend.env,
+        "--replica-of", served.url, "--poll-interval", str(POLL_INTERVAL_S),
+        "--resp-port", "0", *served.args, *extra, data_dir=data_dir, env=served.env,
     )
 
 
@@ -115,22 +70,22 @@ def info_replication(server: ServerProcess) -> dict[str, object]:
 
 
 def test_replica_restores_follows_and_converges_key_by_key(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """A replica restores the shipped state, then applies each new chunk within a few poll
     intervals, key by key equal to the primary's, and says so in INFO replication."""
     model = Model.random(200, seed=3)
-    gen = backend.run(start_generation(backend.store))
+    gen = served.run(start_generation(served.store))
     shipped = Shipped(gen)
-    backend.run(ship_chunks(backend.store, gen, model, 0, 59, 10, shipped))
-    backend.run(ship_snapshot(backend.store, gen, model, 30, shipped))
-    server = replica(serve, backend, tmp_path / "replica")
+    served.run(ship_chunks(served.store, gen, model, 0, 59, 10, shipped))
+    served.run(ship_snapshot(served.store, gen, model, 30, shipped))
+    server = replica(serve, served, tmp_path / "replica")
     client = server.client()
     assert wait_state(client, model.state_after(59)) < CONVERGE_TIMEOUT_S
     lags = []
     for first in range(60, 200, 35):
         last = min(first + 34, 199)
-        backend.run(ship_chunks(backend.store, gen, model, first, last, 7, shipped))
+        served.run(ship_chunks(served.store, gen, model, first, last, 7, shipped))
         lags.append(wait_state(client, model.state_after(last)))
     print(f"replica lag after a chunk is listed: max {max(lags):.3f} s, poll {POLL_INTERVAL_S} s")
     assert max(lags) < LAG_BOUND_S
@@ -141,13 +96,13 @@ def test_replica_restores_follows_and_converges_key_by_key(
 
 
 def test_replica_refuses_writes_on_both_protocols(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """Writes answer ERR read-only replica (line) and Redis's READONLY (RESP); reads work."""
     model = Model.random(10)
-    gen = backend.run(start_generation(backend.store))
-    backend.run(ship_chunks(backend.store, gen, model, 0, 9, 5, Shipped(gen)))
-    server = replica(serve, backend, tmp_path / "replica")
+    gen = served.run(start_generation(served.store))
+    served.run(ship_chunks(served.store, gen, model, 0, 9, 5, Shipped(gen)))
+    server = replica(serve, served, tmp_path / "replica")
     client = server.client()
     wait_state(client, model.state_after(9))
     assert client.request("SET b k0 nope") == "ERR read-only replica"
@@ -164,53 +119,53 @@ def test_replica_refuses_writes_on_both_protocols(
 
 
 def test_replica_restart_resumes_from_its_own_log(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """A replica killed and started again on its directory resumes after the last record it
     logged, and follows what was shipped meanwhile."""
     model = Model.random(80, seed=5)
-    gen = backend.run(start_generation(backend.store))
+    gen = served.run(start_generation(served.store))
     shipped = Shipped(gen)
-    backend.run(ship_chunks(backend.store, gen, model, 0, 39, 10, shipped))
+    served.run(ship_chunks(served.store, gen, model, 0, 39, 10, shipped))
     data = tmp_path / "replica"
-    first = replica(serve, backend, data)
+    first = replica(serve, served, data)
     wait_state(first.client(), model.state_after(39))
     first.kill()
-    backend.run(ship_chunks(backend.store, gen, model, 40, 79, 10, shipped))
-    second = replica(serve, backend, data)
+    served.run(ship_chunks(served.store, gen, model, 40, 79, 10, shipped))
+    second = replica(serve, served, data)
     wait_state(second.client(), model.state_after(79))
 
 
 def test_replica_follows_a_new_generation_of_the_primary(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """When the primary restarts (a new generation whose initial chain starts at its snapshot,
     before the replica's position), the replica follows it without a gap or a repeat."""
     model = Model.random(90, seed=9)
-    old = backend.run(start_generation(backend.store))
-    backend.run(ship_chunks(backend.store, old, model, 0, 49, 10, Shipped(old)))
-    server = replica(serve, backend, tmp_path / "replica")
+    old = served.run(start_generation(served.store))
+    served.run(ship_chunks(served.store, old, model, 0, 49, 10, Shipped(old)))
+    server = replica(serve, served, tmp_path / "replica")
     client = server.client()
     wait_state(client, model.state_after(49))
-    new = backend.run(start_generation(backend.store, T0_MS + 100_000, parent=old, nonce=2))
+    new = served.run(start_generation(served.store, T0_MS + 100_000, parent=old, nonce=2))
     shipped = Shipped(new)
-    backend.run(ship_snapshot(backend.store, new, model, 40, shipped))
+    served.run(ship_snapshot(served.store, new, model, 40, shipped))
     at = T0_MS + 100_000
-    backend.run(ship_chunks(backend.store, new, model, 40, 89, 10, shipped, time_ms=at))
+    served.run(ship_chunks(served.store, new, model, 40, 89, 10, shipped, time_ms=at))
     wait_state(client, model.state_after(89))
     assert info_replication(server)["master_replid"] == new
 
 
 def test_replica_refuses_a_damaged_chunk_and_keeps_serving(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """A damaged chunk stops the follower (refused, the reason logged naming the object); the
     replica keeps serving the state it had."""
     model = Model.random(40, seed=11)
-    gen = backend.run(start_generation(backend.store))
+    gen = served.run(start_generation(served.store))
     shipped = Shipped(gen)
-    backend.run(ship_chunks(backend.store, gen, model, 0, 19, 10, shipped))
-    server = replica(serve, backend, tmp_path / "replica")
+    served.run(ship_chunks(served.store, gen, model, 0, 19, 10, shipped))
+    server = replica(serve, served, tmp_path / "replica")
     client = server.client()
     wait_state(client, model.state_after(19))
     from minidb.replication._layout import chunk_for
@@ -220,7 +175,7 @@ def test_replica_refuses_a_damaged_chunk_and_keeps_serving(
     data[30] ^= 0x01
     chunk = chunk_for(gen, 20, 29, T0_MS + 30_000, bytes(data))
     forged = chunk.__class__(chunk.generation, 20, 29, chunk.time_ms, chunk.size, chunk.crc ^ 1)
-    backend.run(backend.store.put_if_absent(forged.key, bytes(data)))
+    served.run(served.store.put_if_absent(forged.key, bytes(data)))
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     while info_replication(server)["minidb_replica_state"] != "refused":
         assert time.monotonic() < deadline, "the follower did not refuse the damaged chunk"
@@ -233,15 +188,15 @@ def test_replica_refuses_a_damaged_chunk_and_keeps_serving(
 
 
 def test_promoted_replica_takes_writes_after_the_shipped_records(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """SIGUSR1 (minidb promote) turns a replica into a primary: writes are taken and logged
     after the last shipped record, and survive a restart."""
     model = Model.random(30, seed=13)
-    gen = backend.run(start_generation(backend.store))
-    backend.run(ship_chunks(backend.store, gen, model, 0, 29, 10, Shipped(gen)))
+    gen = served.run(start_generation(served.store))
+    served.run(ship_chunks(served.store, gen, model, 0, 29, 10, Shipped(gen)))
     data = tmp_path / "replica"
-    server = replica(serve, backend, data)
+    server = replica(serve, served, data)
     client = server.client()
     wait_state(client, model.state_after(29))
     os.kill(server.proc.pid, signal.SIGUSR1)
@@ -259,21 +214,21 @@ def test_promoted_replica_takes_writes_after_the_shipped_records(
 
 
 def test_replica_refuses_a_new_generation_starting_after_its_position(
-    serve: ServeFactory, backend: Backend, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """A new generation whose chain starts at a snapshot past the replica's position, with
     nothing shipped in between, is refused (restore afresh) rather than followed with a hole."""
     model = Model.random(90, seed=17)
-    old = backend.run(start_generation(backend.store))
-    backend.run(ship_chunks(backend.store, old, model, 0, 49, 10, Shipped(old)))
-    server = replica(serve, backend, tmp_path / "replica")
+    old = served.run(start_generation(served.store))
+    served.run(ship_chunks(served.store, old, model, 0, 49, 10, Shipped(old)))
+    server = replica(serve, served, tmp_path / "replica")
     client = server.client()
     wait_state(client, model.state_after(49))
-    new = backend.run(start_generation(backend.store, T0_MS + 100_000, parent=old, nonce=2))
+    new = served.run(start_generation(served.store, T0_MS + 100_000, parent=old, nonce=2))
     shipped = Shipped(new)
-    backend.run(ship_snapshot(backend.store, new, model, 70, shipped))
+    served.run(ship_snapshot(served.store, new, model, 70, shipped))
     at = T0_MS + 100_000
-    backend.run(ship_chunks(backend.store, new, model, 70, 89, 10, shipped, time_ms=at))
+    served.run(ship_chunks(served.store, new, model, 70, 89, 10, shipped, time_ms=at))
     deadline = time.monotonic() + CONVERGE_TIMEOUT_S
     while info_replication(server)["minidb_replica_state"] != "refused":
         assert time.monotonic() < deadline, "the follower did not refuse the generation"

@@ -4,24 +4,16 @@ time; and promoting the replica (both backends)."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import time
-from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
-from minidb.objstore import FileStore, ObjectStore
 from minidb.replication._restore import current_pointer, restore
 from minidb.wal import Put, Remove, open_log
-from tests.objstore.conftest import S3Rig
-from tests.objstore.s3rig import ACCESS_KEY, REGION, SECRET_KEY
+from tests.replication.conftest import Served
 from tests.server.conftest import LineClient, ServeFactory, ServerProcess
-
-T = TypeVar("T")
 
 SHIP_INTERVAL_S = 0.3
 """The primary's ship interval and the replica's poll interval in these tests (seconds)."""
@@ -32,37 +24,6 @@ LAG_BOUND_S = 6 * SHIP_INTERVAL_S + 1.0
 DEADLINE_S = 30.0
 """Deadline of any one wait or store call here."""
 WRITES = 400
-
-
-@dataclass
-class Live:
-    url: str
-    args: tuple[str, ...]
-    env: dict[str, str]
-    store: ObjectStore
-    loop: asyncio.AbstractEventLoop
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(asyncio.wait_for(coro, DEADLINE_S))
-
-
-@pytest.fixture(params=["file", "s3"])
-def live(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Live]:
-    loop = asyncio.new_event_loop()
-    if request.param == "file":
-        objects = tmp_path / "objects"
-        store: ObjectStore = FileStore(str(objects))
-        yield Live(f"file:{objects}", (), {}, store, loop)
-    else:
-        rig: S3Rig = request.getfixturevalue("s3rig")
-        request.getfixturevalue("proxy")
-        bucket = rig.server.new_bucket()
-        env = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-               "AWS_REGION": REGION}
-        store = rig.store(bucket, "db")
-        yield Live(f"s3://{bucket}/db", ("--s3-endpoint", rig.proxy.endpoint), env, store, loop)
-    loop.run_until_complete(store.close())
-    loop.close()
 
 
 def restored_state(data_dir: Path) -> dict[bytes, bytes]:
@@ -87,21 +48,21 @@ def wait_value(client: LineClient, key: str, want: str) -> float:
     return time.monotonic() - started
 
 
-def primary(serve: ServeFactory, live: Live, data: Path, *extra: str) -> ServerProcess:
+def primary(serve: ServeFactory, served: Served, data: Path, *extra: str) -> ServerProcess:
     return serve(
-        "--replicate-to", live.url, "--ship-interval", str(SHIP_INTERVAL_S),
-        "--checkpoint-bytes", "32768", *live.args, *extra, data_dir=data, env=live.env,
+        "--replicate-to", served.url, "--ship-interval", str(SHIP_INTERVAL_S),
+        "--checkpoint-bytes", "32768", *served.args, *extra, data_dir=data, env=served.env,
     )
 
 
 def test_replica_converges_and_restore_after_kill_9_loses_at_most_one_interval(
-    serve: ServeFactory, live: Live, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """Under writes the replica equals the primary key by key within a few ship intervals;
     after ``kill -9`` of the primary a restore holds every write acknowledged more than one
     ship interval (plus an upload) before the kill, and restores to a sequence number and to
     a time give exactly the state of that moment."""
-    main = primary(serve, live, tmp_path / "primary")
+    main = primary(serve, served, tmp_path / "primary")
     writer = main.client()
     # Record 0 must exist before the replica restores: it follows from there.
     assert writer.request("SET b k0 v0") == "OK"
@@ -109,15 +70,15 @@ def test_replica_converges_and_restore_after_kill_9_loses_at_most_one_interval(
     deadline = time.monotonic() + DEADLINE_S
     while True:
         try:
-            live.run(current_pointer(live.store))
+            served.run(current_pointer(served.store))
             break
         except Exception:
             assert time.monotonic() < deadline, "the primary never shipped"
             time.sleep(0.05)
     time.sleep(2 * SHIP_INTERVAL_S)
     replica = serve(
-        "--replica-of", live.url, "--poll-interval", str(SHIP_INTERVAL_S), *live.args,
-        data_dir=tmp_path / "replica", env=live.env,
+        "--replica-of", served.url, "--poll-interval", str(SHIP_INTERVAL_S), *served.args,
+        data_dir=tmp_path / "replica", env=served.env,
     )
     reader = replica.client()
     lags = []
@@ -148,7 +109,7 @@ def test_replica_converges_and_restore_after_kill_9_loses_at_most_one_interval(
     main.kill()
 
     newest = tmp_path / "restored"
-    result = live.run(restore(live.store, newest))
+    result = served.run(restore(served.store, newest))
     state = restored_state(newest)
     # The log is one SET per record, in the order acknowledged: the restore is a prefix.
     kept = result.plan.last_seq + 1
@@ -164,13 +125,13 @@ def test_replica_converges_and_restore_after_kill_9_loses_at_most_one_interval(
 
     # Point in time: by sequence number exactly; by time, the newest chunk boundary.
     seq = kept // 2
-    live.run(restore(live.store, tmp_path / "at-seq", at_seq=seq))
+    served.run(restore(served.store, tmp_path / "at-seq", at_seq=seq))
     expect: dict[bytes, bytes] = {}
     for key, value, _, _ in acked[: seq + 1]:
         expect[key.encode()] = value.encode()
     assert restored_state(tmp_path / "at-seq") == expect
     at_ms = int(acked[seq][2] * 1000)
-    timed = live.run(restore(live.store, tmp_path / "at-time", at_time_ms=at_ms))
+    timed = served.run(restore(served.store, tmp_path / "at-time", at_time_ms=at_ms))
     n = timed.plan.last_seq + 1
     expect = {}
     for key, value, _, _ in acked[:n]:
@@ -184,20 +145,20 @@ def test_replica_converges_and_restore_after_kill_9_loses_at_most_one_interval(
 
 
 def test_promoted_replica_ships_under_a_new_generation_and_fences_the_old_primary(
-    serve: ServeFactory, live: Live, tmp_path: Path
+    serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """``minidb promote`` turns the replica into a primary that takes writes and ships them
     under a new generation to the same prefix; the old primary is fenced."""
-    main = primary(serve, live, tmp_path / "primary")
+    main = primary(serve, served, tmp_path / "primary")
     writer = main.client()
     for i in range(20):
         assert writer.request(f"SET b k{i} v{i}") == "OK"
     time.sleep(3 * SHIP_INTERVAL_S)
-    old = live.run(current_pointer(live.store)).generation
+    old = served.run(current_pointer(served.store)).generation
     replica = serve(
-        "--replica-of", live.url, "--poll-interval", str(SHIP_INTERVAL_S),
-        "--ship-interval", str(SHIP_INTERVAL_S), *live.args,
-        data_dir=tmp_path / "replica", env=live.env,
+        "--replica-of", served.url, "--poll-interval", str(SHIP_INTERVAL_S),
+        "--ship-interval", str(SHIP_INTERVAL_S), *served.args,
+        data_dir=tmp_path / "replica", env=served.env,
     )
     reader = replica.client()
     wait_value(reader, "k19", "VALUE v19")
@@ -213,12 +174,12 @@ def test_promoted_replica_ships_under_a_new_generation_and_fences_the_old_primar
     while (reply := reader.request("SET b after promote")) != "OK":
         assert reply == "ERR read-only replica" and time.monotonic() < deadline, reply
         time.sleep(0.05)
-    new = live.run(current_pointer(live.store)).generation
+    new = served.run(current_pointer(served.store)).generation
     assert new != old
     # The old primary is fenced at its next upload; the new one's writes are shipped.
     assert writer.request("SET b stale 1") == "OK"
     time.sleep(4 * SHIP_INTERVAL_S)
-    result = live.run(restore(live.store, tmp_path / "restored"))
+    result = served.run(restore(served.store, tmp_path / "restored"))
     assert result.plan.generation == new
     state = restored_state(tmp_path / "restored")
     assert state[b"after"] == b"promote" and b"stale" not in state
