@@ -69,6 +69,14 @@ def info_replication(server: ServerProcess) -> dict[str, object]:
         r.close()
 
 
+def wait_follower_state(server: ServerProcess, state: str) -> None:
+    """Wait until INFO replication shows the follower in ``state``; fail at the deadline."""
+    deadline = time.monotonic() + CONVERGE_TIMEOUT_S
+    while info_replication(server)["minidb_replica_state"] != state:
+        assert time.monotonic() < deadline, f"the follower never reached {state}"
+        time.sleep(POLL_INTERVAL_S)
+
+
 def test_replica_restores_follows_and_converges_key_by_key(
     serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
@@ -176,10 +184,7 @@ def test_replica_refuses_a_damaged_chunk_and_keeps_serving(
     chunk = chunk_for(gen, 20, 29, T0_MS + 30_000, bytes(data))
     forged = chunk.__class__(chunk.generation, 20, 29, chunk.time_ms, chunk.size, chunk.crc ^ 1)
     served.run(served.store.put_if_absent(forged.key, bytes(data)))
-    deadline = time.monotonic() + CONVERGE_TIMEOUT_S
-    while info_replication(server)["minidb_replica_state"] != "refused":
-        assert time.monotonic() < deadline, "the follower did not refuse the damaged chunk"
-        time.sleep(POLL_INTERVAL_S)
+    wait_follower_state(server, "refused")
     assert state_matches(client, model.state_after(19), 20)
     server.terminate()
     assert server.wait() == 0
@@ -229,8 +234,5 @@ def test_replica_refuses_a_new_generation_starting_after_its_position(
     served.run(ship_snapshot(served.store, new, model, 70, shipped))
     at = T0_MS + 100_000
     served.run(ship_chunks(served.store, new, model, 70, 89, 10, shipped, time_ms=at))
-    deadline = time.monotonic() + CONVERGE_TIMEOUT_S
-    while info_replication(server)["minidb_replica_state"] != "refused":
-        assert time.monotonic() < deadline, "the follower did not refuse the generation"
-        time.sleep(POLL_INTERVAL_S)
+    wait_follower_state(server, "refused")
     assert state_matches(client, model.state_after(49), 20)

@@ -394,14 +394,14 @@ class StoreOwner:
     def _apply(self, batches: list[Batch], now_ms: int) -> list[list[bytes]]:
         state = self.state
         if self._read_only is not None:
-            return [self._execute_read_only(b, now_ms) for b in batches]
+            return [self._execute_refusing(b, now_ms, "read_only") for b in batches]
         journal = self._journal
         results = []
         replica = self._replica
         for b in batches:
             executor = b.executor
             if replica and type(executor) is not FollowExecutor:
-                results.append(self._execute_replica(b, now_ms))
+                results.append(self._execute_refusing(b, now_ms, "replica"))
             elif executor is None:
                 execute = state.execute
                 results.append([execute(r, journal, now_ms) for r in b.requests])
@@ -480,40 +480,32 @@ class StoreOwner:
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
 
-    def _execute_read_only(self, batch: Batch, now_ms: int) -> list[bytes]:
+    def _execute_refusing(self, batch: Batch, now_ms: int, outcome: str) -> list[bytes]:
+        """A client's batch while writes are refused: reads run (nothing journaled), writes
+        are answered ``read-only: <reason>`` (``outcome`` "read_only": the log failed; an
+        executor refuses them itself, seeing no journal) or ``read-only replica`` ("replica")."""
         state = self.state
         executor = batch.executor
+        replica = outcome == "replica"
         replies = []
         for request in batch.requests:
             if executor is not None:
-                # The executor refuses its writes itself (it sees journal None); counted here.
-                if executor.is_write(request):
-                    self._read_only_refusals += 1
-                    self._count_refused(EXECUTOR_VERB, "read_only")
-                replies.append(executor.execute(state, request, None, now_ms))
-            elif isinstance(request, WRITES):
-                self._read_only_refusals += 1
-                self._count_refused(_verb(request), "read_only")
-                replies.append(error_reply("read-only: " + (self._read_only or "")))
-            else:
-                replies.append(state.execute(request, None, now_ms))
-        return replies
-
-    def _execute_replica(self, batch: Batch, now_ms: int) -> list[bytes]:
-        """A client's batch on a replica: reads run (nothing journaled), writes are refused."""
-        state = self.state
-        executor = batch.executor
-        replies = []
-        for request in batch.requests:
-            if executor is not None:
-                if executor.is_write(request):
-                    self._count_refused(EXECUTOR_VERB, "replica")
+                if not executor.is_write(request):
+                    replies.append(executor.execute(state, request, None, now_ms))
+                    continue
+                self._count_refused(EXECUTOR_VERB, outcome)
+                if replica:
                     replies.append(executor.refusal(request, REPLICA_REFUSAL))
                 else:
+                    self._read_only_refusals += 1
                     replies.append(executor.execute(state, request, None, now_ms))
             elif isinstance(request, WRITES):
-                self._count_refused(_verb(request), "replica")
-                replies.append(_REPLICA_REPLY)
+                self._count_refused(_verb(request), outcome)
+                if replica:
+                    replies.append(_REPLICA_REPLY)
+                else:
+                    self._read_only_refusals += 1
+                    replies.append(error_reply("read-only: " + (self._read_only or "")))
             else:
                 replies.append(state.execute(request, None, now_ms))
         return replies
