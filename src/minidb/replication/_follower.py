@@ -150,7 +150,6 @@ class Follower:
         self._contact_ms: int | None = None
         self._polls = self._failures = self._chunks = self._records = self._bytes = 0
         self._problem: str | None = None
-        self._caught_up = asyncio.Event()
 
     # -- the task --------------------------------------------------------------------------
 
@@ -183,10 +182,6 @@ class Follower:
             if self._state not in (FollowState.REFUSED,):
                 self._state = FollowState.STOPPED
 
-    async def wait_caught_up(self) -> None:
-        """Return once a poll found nothing newer than what is applied."""
-        await self._caught_up.wait()
-
     # -- one poll --------------------------------------------------------------------------
 
     async def poll_once(self) -> None:
@@ -205,8 +200,6 @@ class Follower:
         self._route = self._route[-1:]
         self._generation = current
         self._contact_ms = polled_ms
-        if self._shipped <= self._next - 1:
-            self._caught_up.set()
 
     async def _plan_route(self, current: str) -> None:
         """The generations from the one followed to ``current``, oldest first, each with the
