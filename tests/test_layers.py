@@ -16,7 +16,10 @@ ALLOWED = {
     "wal": {"errors", "_failpoints"},
     "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
     "objstore": {"errors", "runtime"},
-    "server": {"errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore"},
+    "replication": {"errors", "_failpoints", "wal", "objstore", "runtime", "store"},
+    "server": {
+        "errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore", "replication",
+    },
     "client": {"errors", "protocol", "runtime"},
     "batch": {"errors", "protocol", "client", "runtime", "objstore"},
     "up": {"errors", "server", "batch", "client", "objstore", "store", "wal", "protocol",

@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "minidb.runtime._cli",
     "minidb.batch._cli",
     "minidb.up._cli",
+    "minidb.replication._cli",
 )
 
 

@@ -89,6 +89,37 @@ def register(subparsers: Any) -> None:
         metavar="BYTES",
         help="the longest value a Redis-protocol command may store (default 16 MiB)",
     )
+    parser.add_argument(
+        "--replica-of", default=None, metavar="URL",
+        help="serve as a read-only replica of the log a primary ships to URL "
+        "(s3://BUCKET/PREFIX or file:DIR); an empty --data-dir is restored first",
+    )
+    parser.add_argument(
+        "--poll-interval", type=float, default=defaults.DEFAULT_REPLICA_POLL_INTERVAL_S,
+        metavar="SECONDS", help="how often a replica looks for newly shipped records",
+    )
+    parser.add_argument(
+        "--replicate-to", default=None, metavar="URL",
+        help="ship the WAL to object storage: s3://BUCKET/PREFIX or file:DIR"
+        " (see docs/replication.md)",
+    )
+    parser.add_argument(
+        "--ship-interval", type=float, default=defaults.DEFAULT_SHIP_INTERVAL_S,
+        metavar="SECONDS", help="upload new log records at least this often (default 1)",
+    )
+    parser.add_argument(
+        "--retain", default=None, metavar="WINDOW|N",
+        help="delete shipped objects no restore point of the last WINDOW (24h, 7d) or of the"
+        " newest N snapshots needs (default: keep everything)",
+    )
+    parser.add_argument(
+        "--takeover", action="store_true",
+        help="ship to a prefix another server ships to, fencing that server",
+    )
+    parser.add_argument(
+        "--s3-endpoint", default=None, metavar="URL",
+        help="S3-compatible endpoint for --replicate-to / --replica-of s3:// (MinIO, moto, R2)",
+    )
     # Where the fdatasync runs: for benchmarks, not for operators (see store._actor).
     parser.add_argument(
         "--sync-in", choices=defaults.SYNC_PLACES, default="loop", help=argparse.SUPPRESS
@@ -129,6 +160,13 @@ def _serve(args: argparse.Namespace) -> int:
             password=_password(args.requirepass),
             fsync=args.fsync,
             max_value_bytes=args.max_value_bytes,
+            replica_of=args.replica_of,
+            replica_poll_interval=args.poll_interval,
+            replicate_to=args.replicate_to,
+            ship_interval=args.ship_interval,
+            retain=args.retain,
+            takeover=args.takeover,
+            s3_endpoint=args.s3_endpoint,
         )
     except ConfigError as exc:
         sys.stderr.write(f"minidb serve: error: {exc}\n")
@@ -142,7 +180,9 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Any) -> int:
-    from minidb.errors import ConfigError, WalError
+    from minidb.errors import ConfigError, MinidbError, WalError
+    from minidb.objstore import ObjectStoreError
+    from minidb.replication import ReplicationError
     from minidb.server._lifecycle import Server
 
     server = Server(config)
@@ -154,15 +194,28 @@ async def _main(config: Any) -> int:
         where = f" (file {exc.path}, byte offset {exc.offset})" if exc.offset is not None else ""
         sys.stderr.write(f"minidb serve: error: refusing to start: {exc}{where}\n")
         return 1
+    except (ReplicationError, ObjectStoreError, TimeoutError) as exc:
+        # Another server ships to the prefix (GenerationConflict), or the store is unreachable
+        # (before OSError, since TimeoutError is one).
+        reason = str(exc) or f"{config.replicate_to} did not answer in time"
+        sys.stderr.write(f"minidb serve: error: refusing to start: replication: {reason}\n")
+        return 1
     except OSError as exc:
         sys.stderr.write(f"minidb serve: error: cannot listen on {config.host}: {exc}\n")
         return 1
     except ConfigError as exc:  # the environment, e.g. too low a file limit: not a usage error
         sys.stderr.write(f"minidb serve: error: refusing to start: {exc}\n")
         return 1
+    except MinidbError as exc:  # a replica's restore: a gap, a damaged object, the store
+        sys.stderr.write(f"minidb serve: error: refusing to start: {exc}\n")
+        return 1
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, server.request_shutdown)
+    if config.replica_of is not None:
+        from minidb.replication._cli import PROMOTE_SIGNAL
+
+        loop.add_signal_handler(PROMOTE_SIGNAL, server.request_promote)
     assert server.line_address is not None
     lines = [f"minidb listening on {server.line_address[0]}:{server.line_address[1]} (line)"]
     if server.resp_address is not None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from minidb import store as _store
 from minidb.errors import ConfigError
+from minidb.replication import DEFAULT_SHIP_INTERVAL_S as _SHIP_INTERVAL_S
+from minidb.replication import RetentionPolicy
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -49,6 +51,10 @@ FSYNC_POLICIES = _store.FSYNC_POLICIES
 """``--fsync`` choices, Redis's ``appendfsync``: see README, Durability."""
 DEFAULT_MAX_VALUE_BYTES = _store.DEFAULT_MAX_VALUE_BYTES
 """``--max-value-bytes``: the longest value a Redis-protocol command may store (16 MiB)."""
+DEFAULT_REPLICA_POLL_INTERVAL_S = 1.0
+"""Seconds between a replica's polls of the shipped log (the shipper's default interval)."""
+DEFAULT_SHIP_INTERVAL_S = _SHIP_INTERVAL_S
+"""``--ship-interval`` default, in seconds (see ``minidb.replication``)."""
 LISTEN_BACKLOG = 1024
 """Connections the kernel queues while we are not accepting (clamped by net.core.somaxconn)."""
 
@@ -83,13 +89,31 @@ class ServerConfig:
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
     """The longest value a Redis-protocol command may store, in bytes (the line protocol keeps
     its own 4096)."""
+    replicate_to: str | None = None
+    """``--replicate-to``: ship the WAL to this object store (``s3://BUCKET/PREFIX`` or
+    ``file:DIR``); None: no shipping. See docs/replication.md."""
+    ship_interval: float = DEFAULT_SHIP_INTERVAL_S
+    """``--ship-interval``: longest wait, in seconds, of a written record before its upload."""
+    retain: str | None = None
+    """``--retain``: a window (``24h``) or a count of snapshots (``7``); None: delete nothing."""
+    takeover: bool = False
+    """``--takeover``: claim a prefix another server ships to, fencing it."""
+    s3_endpoint: str | None = None
+    """``--s3-endpoint``: an S3-compatible endpoint URL for ``s3://`` URLs (``--replicate-to``,
+    ``--replica-of``)."""
+
+    replica_of: str | None = None
+    """``--replica-of URL``: serve as a read-only replica of the log shipped there (restored
+    first if the data dir holds no store); None: a primary."""
+    replica_poll_interval: float = DEFAULT_REPLICA_POLL_INTERVAL_S
+    """``--poll-interval``: seconds between a replica's polls of the shipped log."""
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port", "resp_port"):
             value = getattr(self, name)
             if value is not None and not 0 <= value <= 65535:
                 raise ConfigError(f"--{name.replace('_', '-')} must be 0-65535, not {value}")
-        for name in ("idle_timeout", "request_timeout", "grace"):
+        for name in ("idle_timeout", "request_timeout", "grace", "replica_poll_interval"):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 flag = "--" + name.replace("_", "-")
@@ -112,3 +136,9 @@ class ServerConfig:
             raise ConfigError(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
         if self.max_value_bytes < 1:
             raise ConfigError("--max-value-bytes must be at least 1")
+        if not (self.ship_interval > 0 and math.isfinite(self.ship_interval)):
+            raise ConfigError("--ship-interval must be a positive number of seconds")
+        if self.retain is not None:
+            RetentionPolicy.parse(self.retain)
+        if self.replicate_to is None and (self.retain is not None or self.takeover):
+            raise ConfigError("--retain and --takeover need --replicate-to")

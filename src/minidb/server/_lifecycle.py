@@ -18,6 +18,11 @@ every record's operations (snapshot first), drop the keys whose deadline passed 
 only then is anything bound, so a damaged log (``CorruptionError``) means nothing is ever
 served and an expired key is never served either. A clean shutdown ends with a checkpoint,
 so the next start reads one snapshot instead of the history.
+
+A replica (``--replica-of URL``) first restores the newest shipped state into an empty data
+dir (``minidb.replication``), then opens it the same way, runs its owner in the replica role
+and a ``Follower`` task that tails the shipped log into it. ``request_promote()`` (SIGUSR1)
+stops the follower once what it fetched is applied and turns the owner into a primary.
 """
 
 from __future__ import annotations
@@ -33,9 +38,14 @@ import secrets
 import socket
 import sys
 import time
+from dataclasses import asdict as dataclasses_asdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from minidb.errors import WalError
+from minidb.errors import ConfigError, WalError
+from minidb.replication import RetentionPolicy, Shipper, ShipperConfig, ShipperStatistics
+from minidb.replication import start_shipping as _start_shipping
+from minidb.replication._follower import Follower, FollowerStatistics
 from minidb.runtime import WheelEventLoop, enable_introspection
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Connection, Hub, LineConnection
@@ -51,6 +61,10 @@ from minidb.server._resp_session import SessionConfig
 from minidb.store import Keyspace, OwnerStatistics, StoreOwner, StoreState, StoreStatistics
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import DurableLog, WalStatistics, open_log
+
+if TYPE_CHECKING:
+    from minidb.objstore import ObjectStore
+    from minidb.replication._restore import RestoreResult
 
 logger = logging.getLogger("minidb.server")
 
@@ -126,6 +140,9 @@ class ServerStatistics:
     owner: OwnerStatistics
     wal: WalStatistics | None
     replay_seconds: float
+    replication: ShipperStatistics | None
+    replica: FollowerStatistics | None = None
+    """The follower's figures while the server is a replica (None: a primary)."""
 
 
 class Server:
@@ -135,6 +152,7 @@ class Server:
         self.config = config
         self._owner: StoreOwner | None = None
         self._log: DurableLog | None = None
+        self._shipper: Shipper | None = None
         self._replay_seconds = 0.0
         self._owner_task: asyncio.Task[None] | None = None
         self._hub: Hub | None = None
@@ -150,6 +168,10 @@ class Server:
         self.line_address: tuple[str, int] | None = None
         self.resp_address: tuple[str, int] | None = None
         self.metrics_address: tuple[str, int] | None = None
+        self._replica_store: ObjectStore | None = None
+        self._follower: Follower | None = None
+        self._follower_task: asyncio.Task[None] | None = None
+        self._promote_task: asyncio.Task[None] | None = None
         self.registry = new_registry(self)
 
     # -- start ---------------------------------------------------------------------------
@@ -160,15 +182,29 @@ class Server:
         # Before anything opens a descriptor; may lower max_connections (with a warning).
         self.config = config = fit_to_fd_limit(self.config)
         started = time.perf_counter()
-        state, log = open_store(config)
+        restored = await self._restore_replica() if config.replica_of is not None else None
+        try:
+            state, log = open_store(config)
+        except BaseException:
+            await self._close_replica_store()
+            raise
         self._replay_seconds = time.perf_counter() - started
         self._log = log
+        if config.replicate_to is not None:
+            try:
+                self._shipper = await self._start_shipping(log)
+            except BaseException:
+                log.close()
+                raise
         self._owner = StoreOwner(
             state, log, mailbox=config.mailbox,
             commit_delay=config.commit_delay_us / 1e6,
             sync_in_thread=config.sync_in == "thread",
             fsync=config.fsync,
+            replica=config.replica_of is not None,
         )
+        if self._replica_store is not None:
+            self._follower = self._new_follower(self._replica_store, log, restored)
         self._hub = hub = Hub(config, self._owner)
         self._shutdown = loop.create_future()
         try:
@@ -208,6 +244,10 @@ class Server:
                 # per-task counters (a few percent of loop overhead, paid only when asked for).
                 enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
+        if self._follower is not None:
+            self._follower_task = loop.create_task(
+                self._follower.run(), name="minidb-replica-follower"
+            )
         self._accept_task = loop.create_task(self._acceptor.run(), name="minidb-accept")
         if self._resp_acceptor is not None:
             self._resp_accept_task = loop.create_task(
@@ -216,6 +256,131 @@ class Server:
         event(
             logger, logging.INFO, "server_started", line=_fmt(self.line_address),
             **({"resp": _fmt(self.resp_address)} if self.resp_address is not None else {}),
+        )
+
+    # -- replica -------------------------------------------------------------------------
+
+    async def _restore_replica(self) -> RestoreResult | None:
+        """Open the primary's store; restore the newest state if the data dir is empty."""
+        from minidb.objstore import open_store as open_object_store
+        from minidb.replication._restore import restore_if_empty
+
+        config = self.config
+        assert config.replica_of is not None
+        options = {} if config.s3_endpoint is None else {"endpoint_url": config.s3_endpoint}
+        self._replica_store = open_object_store(config.replica_of, **options)
+        try:
+            restored = await restore_if_empty(self._replica_store, config.data_dir)
+        except BaseException:
+            await self._close_replica_store()
+            raise
+        if restored is not None:
+            plan = restored.plan
+            event(
+                logger, logging.INFO, "replica_restored", source=config.replica_of,
+                generation=plan.generation, first=plan.first_seq, last=plan.last_seq,
+                objects=restored.objects_read, bytes=restored.bytes_read,
+                seconds=round(restored.seconds, 6),
+            )
+        return restored
+
+    def _new_follower(
+        self, store: ObjectStore, log: DurableLog, restored: RestoreResult | None
+    ) -> Follower:
+        config = self.config
+        assert config.replica_of is not None and self._owner is not None
+        generation = after = None
+        if restored is not None:
+            generation = restored.plan.generation
+            chunks = restored.plan.chunks
+            after = chunks[-1].chunk.key if chunks else None
+        return Follower(
+            store, self._owner, source=config.replica_of, next_seq=log.next_number,
+            generation=generation, after_key=after, poll_interval=config.replica_poll_interval,
+        )
+
+    async def _stop_follower(self) -> None:
+        task, self._follower_task = self._follower_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _close_replica_store(self) -> None:
+        store, self._replica_store = self._replica_store, None
+        if store is not None:
+            await store.close()
+
+    def request_promote(self) -> None:
+        """Promote this replica to a primary (SIGUSR1); a no-op on a primary or when under
+        way. Runs as a task of its own, awaited at shutdown."""
+        if self._follower is None or self._promote_task is not None:
+            return
+        self._promote_task = asyncio.get_running_loop().create_task(
+            self.promote(), name="minidb-promote"
+        )
+
+    async def promote(self) -> None:
+        """Stop following, start shipping to the same prefix under a new generation (taking
+        it over, so a primary still alive there is fenced), then take writes: the owner
+        leaves the replica role after the last record the follower handed it, so the
+        sequence continues without a gap and every write taken is shipped. If shipping cannot
+        start (the store is unreachable) the server stays a replica and follows again."""
+        if self._follower is None:
+            raise ConfigError("not a replica: nothing to promote")
+        config, follower, log = self.config, self._follower, self._log
+        assert config.replica_of is not None and log is not None
+        await self._stop_follower()
+        stats = follower.statistics()
+        try:
+            self._shipper = await self._start_shipping(log, config.replica_of, takeover=True)
+        except Exception as exc:
+            event(
+                logger, logging.ERROR, "replica_promote_failed", source=stats.source,
+                error=repr(exc), action="following again",
+            )
+            store = self._replica_store
+            assert store is not None
+            self._follower = Follower(
+                store, self.owner, source=config.replica_of, next_seq=log.next_number,
+                generation=stats.generation, poll_interval=config.replica_poll_interval,
+            )
+            self._follower_task = asyncio.get_running_loop().create_task(
+                self._follower.run(), name="minidb-replica-follower"
+            )
+            self._promote_task = None  # a later request may try again
+            return
+        self.owner.promote()
+        self._follower = None
+        await self._close_replica_store()
+        event(
+            logger, logging.WARNING, "replica_promoted", source=stats.source,
+            followed=stats.generation, next_seq=log.next_number,
+            generation=self._shipper.statistics().generation,
+        )
+
+    @property
+    def follower(self) -> Follower | None:
+        """The follower while the server is a replica."""
+        return self._follower
+
+    async def _start_shipping(
+        self, log: DurableLog, url: str | None = None, *, takeover: bool | None = None
+    ) -> Shipper:
+        # Before the owner runs, so the log's hold is in place before any checkpoint (a
+        # promoted replica: before the owner takes its first write).
+        config = self.config
+        url = url if url is not None else config.replicate_to
+        assert url is not None
+        options: dict[str, object] = {}
+        if config.s3_endpoint is not None and url.startswith("s3://"):
+            options["endpoint_url"] = config.s3_endpoint
+        retention = RetentionPolicy.parse(config.retain) if config.retain is not None else None
+        return await _start_shipping(
+            url, log, str(config.data_dir),
+            takeover=config.takeover if takeover is None else takeover,
+            config=ShipperConfig(ship_interval_s=config.ship_interval, retention=retention),
+            wall_ms=wall_clock_ms, store_options=options,
         )
 
     def _resp_context(self) -> RespContext:
@@ -262,7 +427,11 @@ class Server:
         await self._stop_accepting()
         for conn in list(self._hub.connections):
             conn.abort()
+        await self._stop_follower()
+        await self._close_replica_store()
         await self._close_metrics()
+        if self._shipper is not None:
+            await self._shipper.close()
         self.owner.log.close()
         return 1
 
@@ -271,6 +440,11 @@ class Server:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.grace
         event(logger, logging.INFO, "shutdown_begin", connections=len(self._hub.connections))
+        if self._promote_task is not None:
+            with contextlib.suppress(Exception):
+                await self._promote_task
+        await self._stop_follower()
+        await self._close_replica_store()
         await self._stop_accepting()
         # Requests already in the connections' socket buffers count as received: give the
         # loop a chance to read them before the connections stop reading.
@@ -297,6 +471,12 @@ class Server:
         with contextlib.suppress(BaseException):
             await self._owner_task
         self._checkpoint_on_shutdown()
+        if self._shipper is not None:
+            # What is written (the final snapshot too) goes out within what is left of the grace.
+            shipped = await self._shipper.drain(max(0.0, deadline - loop.time()))
+            event(logger, logging.INFO, "shutdown_shipped", complete=shipped,
+                  **dataclasses_asdict(self._shipper.statistics()))
+            await self._shipper.close()
         self._owner.log.close()
         await self._close_metrics()
         event(logger, logging.INFO, "shutdown_complete", dropped_connections=dropped)
@@ -377,4 +557,6 @@ class Server:
             owner=self._owner.statistics(),
             wal=self._log.statistics() if self._log is not None else None,
             replay_seconds=self._replay_seconds,
+            replica=self._follower.statistics() if self._follower is not None else None,
+            replication=self._shipper.statistics() if self._shipper is not None else None,
         )

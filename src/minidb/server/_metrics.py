@@ -42,6 +42,8 @@ from minidb.server._logging import event
 from minidb.store import BATCH_SIZE_BOUNDS
 
 if TYPE_CHECKING:
+    from minidb.replication import ShipperStatistics
+    from minidb.replication._follower import FollowerStatistics
     from minidb.server._lifecycle import Server
 
 logger = logging.getLogger("minidb.server")
@@ -175,6 +177,77 @@ class ServerCollector(Collector):
             "minidb_wal_replay_seconds", "Time the start spent opening and replaying the log",
             stats.replay_seconds,
         )
+        if (rep := stats.replication) is not None:
+            yield from _replication_metrics(rep)
+        if (replica := stats.replica) is not None:
+            yield from _replica_metrics(replica)
+
+
+def _replication_metrics(rep: ShipperStatistics) -> Iterator[Metric]:
+    """The shipper's figures (``--replicate-to``); see docs/replication.md."""
+    yield GaugeMetricFamily(
+        "minidb_replication_lag_seconds",
+        "Age of the oldest written log record not yet shipped (0 when caught up)",
+        rep.lag_seconds,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replication_lag_records", "Written log records not yet shipped", rep.lag_records
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_shipped_bytes", "Bytes uploaded to the object store",
+        rep.shipped_bytes,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_shipped_objects", "Objects (chunks, snapshots) uploaded",
+        rep.shipped_objects,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_failures", "Failed object-store requests of the shipper (retried)",
+        rep.failures,
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_deleted_objects", "Objects deleted by retention", rep.deleted_objects
+    )
+    yield CounterMetricFamily(
+        "minidb_replication_store_requests", "Requests the shipper sent to the object store",
+        rep.store_requests,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replication_fenced", "1 once another server took the prefix over", int(rep.fenced)
+    )
+
+
+def _replica_metrics(replica: FollowerStatistics) -> Iterator[Metric]:
+    """A replica's follower (``--replica-of``); see docs/replication-restore.md."""
+    yield GaugeMetricFamily(
+        "minidb_replica_lag_seconds", "How long ago the primary made durable the oldest"
+        " record this replica has not applied (caught up: since its last poll)",
+        replica.lag_seconds,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replica_lag_records", "Records shipped that this replica has not applied",
+        replica.lag_records,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replica_applied_seq", "The newest record this replica applied",
+        replica.applied_seq,
+    )
+    yield GaugeMetricFamily(
+        "minidb_replica_link_up", "1 while the replica's last poll of the store worked",
+        1 if replica.state.value == "following" else 0,
+    )
+    yield CounterMetricFamily(
+        "minidb_replica_records_applied", "Shipped records this replica applied",
+        replica.records_applied,
+    )
+    yield CounterMetricFamily(
+        "minidb_replica_poll_failures", "Polls of the store that failed",
+        replica.poll_failures,
+    )
+    yield CounterMetricFamily(
+        "minidb_replica_fetched_bytes", "Bytes of shipped chunks downloaded",
+        replica.bytes_fetched,
+    )
 
 
 def task_snapshot() -> Any:

@@ -15,9 +15,10 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from minidb.server._resp_info import BucketStats, CommandStats, InfoSnapshot
+from minidb.server._resp_info import BucketStats, CommandStats, InfoSnapshot, ReplicaInfo
 
 if TYPE_CHECKING:
+    from minidb.replication._follower import FollowerStatistics
     from minidb.server._lifecycle import Server
     from minidb.server._resp_executor import CommandCounts
     from minidb.server._resp_session import RespSession
@@ -93,7 +94,21 @@ class ServerEnv:
             ),
             commands=commands,
             errors=tuple(sorted(counts.errors.items())),
+            replica=_replica_info(stats.replica),
         )
+
+
+def _replica_info(stats: FollowerStatistics | None) -> ReplicaInfo | None:
+    if stats is None:
+        return None
+    contact = stats.last_contact_s
+    return ReplicaInfo(
+        source=stats.source, link_up=stats.state.value == "following",
+        last_io_s=-1 if contact is None else int(contact), applied_seq=stats.applied_seq,
+        shipped_seq=stats.shipped_seq, lag_records=stats.lag_records,
+        lag_seconds=stats.lag_seconds, generation=stats.generation or "",
+        state=stats.state.value,
+    )
 
 
 __all__ = ["ServerEnv", "memory_bytes"]

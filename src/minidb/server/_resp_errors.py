@@ -29,6 +29,8 @@ HELLO_NOAUTH = ErrorReply(
     "HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and "
     "select the RESP protocol version at the same time"
 )
+READONLY = ErrorReply("READONLY You can't write against a read only replica.")
+"""A write sent to a replica (Redis's ``shared.roslaveerr``)."""
 BAD_CLIENT_NAME = ErrorReply(
     "ERR Client names cannot contain spaces, newlines or special characters."
 )

@@ -30,8 +30,16 @@ from typing import Protocol
 
 from minidb.protocol import ErrorReply, RespEncoder
 from minidb.protocol._results import Result
+from minidb.server._resp_errors import READONLY
 from minidb.server._resp_types import Forward, ForwardTransaction, ForwardWatch, WatchSet
-from minidb.store import COMMANDS, OpJournal, Session, execute, execute_transaction
+from minidb.store import (
+    COMMANDS,
+    REPLICA_REFUSAL,
+    OpJournal,
+    Session,
+    execute,
+    execute_transaction,
+)
 from minidb.store._keyspace import Keyspace
 
 READ_ONLY_REASON = "read-only: the write-ahead log failed"
@@ -226,8 +234,12 @@ class RespExecutor:
         return False
 
     def refusal(self, request: OwnerRequest, reason: str) -> bytes:
-        """``-ERR <reason>`` for ``request``, counted as a failed call of its command."""
-        error = ErrorReply("ERR " + reason.replace("\r", " ").replace("\n", " "))
+        """``-ERR <reason>`` for ``request`` (a replica's refusal in Redis's ``READONLY``
+        words), counted as a failed call of its command."""
+        if reason == REPLICA_REFUSAL:
+            error = READONLY
+        else:
+            error = ErrorReply("ERR " + reason.replace("\r", " ").replace("\n", " "))
         self.counts.count(request.verb.lower(), error)
         return error.wire
 

@@ -83,6 +83,24 @@ class CommandStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """A replica's link to the log it follows, for the ``replication`` section."""
+
+    source: str
+    """The URL of the shipped log (Redis shows the master's host and port here)."""
+    link_up: bool
+    last_io_s: int
+    """Seconds since the last successful poll of the store (-1: none yet)."""
+    applied_seq: int
+    shipped_seq: int
+    lag_records: int
+    lag_seconds: float
+    generation: str
+    state: str = "following"
+    """The follower's state: starting, following, down, refused, stopped."""
+
+
+@dataclass(frozen=True, slots=True)
 class InfoSnapshot:
     """The moving figures, read when ``INFO`` runs (the server maps its statistics here)."""
 
@@ -112,6 +130,8 @@ class InfoSnapshot:
     commands: tuple[CommandStats, ...] = ()
     errors: tuple[tuple[str, int], ...] = field(default=())
     """Error replies by code (``ERR``, ``NOAUTH``...): the ``errorstat_`` lines."""
+    replica: ReplicaInfo | None = None
+    """Set while the server is a read replica (``role:slave``)."""
 
 
 def _human(n: int) -> str:
@@ -205,6 +225,8 @@ def _section(name: str, facts: ServerFacts, snap: InfoSnapshot) -> list[str]:
             f"total_error_replies:{snap.total_error_replies}",
         ]
     if name == "replication":
+        if snap.replica is not None:
+            return _replica_lines(snap.replica)
         return ["role:master", "connected_slaves:0", "master_repl_offset:0"]
     if name == "cpu":
         return [f"used_cpu_sys:{snap.used_cpu_sys:.6f}", f"used_cpu_user:{snap.used_cpu_user:.6f}"]
@@ -231,6 +253,31 @@ def _section(name: str, facts: ServerFacts, snap: InfoSnapshot) -> list[str]:
             if b.keys or b.expires
         ]
     raise AssertionError(name)
+
+
+def _replica_lines(r: ReplicaInfo) -> list[str]:
+    """Redis's replica fields (what redis-py, Sentinel-aware tools and exporters read: the role,
+    the link, the offsets), then minidb's own. The offsets are sequence numbers: the next
+    record the replica needs, as Redis's replication offset is the next byte."""
+    return [
+        "role:slave",
+        f"master_host:{r.source}",
+        "master_port:0",
+        f"master_link_status:{'up' if r.link_up else 'down'}",
+        f"master_last_io_seconds_ago:{r.last_io_s}",
+        "master_sync_in_progress:0",
+        f"slave_read_repl_offset:{r.shipped_seq + 1}",
+        f"slave_repl_offset:{r.applied_seq + 1}",
+        "slave_priority:100",
+        "slave_read_only:1",
+        "replica_announced:1",
+        "connected_slaves:0",
+        f"master_replid:{r.generation or '0'}",
+        f"master_repl_offset:{r.applied_seq + 1}",
+        f"minidb_replica_lag_records:{r.lag_records}",
+        f"minidb_replica_lag_seconds:{r.lag_seconds:.3f}",
+        f"minidb_replica_state:{r.state}",
+    ]
 
 
 def sections_for(args: Sequence[bytes]) -> tuple[str, ...]:

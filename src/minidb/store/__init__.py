@@ -9,6 +9,7 @@ before any reply of the group is released.
 from minidb.store._actor import BATCH_SIZE_BOUNDS, FSYNC_POLICIES, OwnerStatistics, StoreOwner
 from minidb.store._args import Command, Session
 from minidb.store._commands import COMMANDS, execute, execute_transaction, lookup_command, validate
+from minidb.store._follow import APPLIED, REPLICA_REFUSAL, FollowExecutor, ShippedRecord
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -23,17 +24,20 @@ from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import StoreState, StoreStatistics
 
 __all__ = [
+    "APPLIED",
     "BATCH_SIZE_BOUNDS",
     "COMMANDS",
     "DEFAULT_MAX_VALUE_BYTES",
     "FSYNC_POLICIES",
     "MAX_KEY_BYTES",
+    "REPLICA_REFUSAL",
     "Batch",
     "Command",
     "CommandError",
     "CommitLog",
     "ErrorReply",
     "Executor",
+    "FollowExecutor",
     "Keyspace",
     "KeyspaceStatistics",
     "Mailbox",
@@ -45,6 +49,7 @@ __all__ = [
     "Result",
     "RoomWaiter",
     "Session",
+    "ShippedRecord",
     "Simple",
     "StoreOwner",
     "StoreState",

@@ -64,6 +64,13 @@ owner, which runs ``expire_due`` as a group of its own: the removals are logged 
 any write (one or more records), so a replay agrees. Keys are never scanned for expiry; a read
 before the timer fires already treats a key past its deadline as gone (the keyspace checks).
 
+Replica role (``replica=True``, ``minidb serve --replica-of``): the owner refuses its clients'
+writes with ``REPLICA_REFUSAL`` and serves their reads; the keyspace changes only through
+batches of a ``FollowExecutor`` (``_follow``), records a primary logged, which are applied and
+logged here like any group. The expiry timer removes due keys without logging them (the
+primary logs their removal, which arrives as a shipped record). ``promote()`` makes it a primary:
+from the next group on, client writes are taken and logged after the last record it applied.
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -93,6 +100,7 @@ from minidb.protocol import (
     Set,
     error_reply,
 )
+from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
@@ -115,6 +123,8 @@ EVERYSEC_INTERVAL_S = 1.0
 GATHER_POLLS = 4
 """Socket polls a writing group may wait for (while each brings more requests) before its
 sync with ``fsync="always"``, so requests arriving just behind the group share its sync."""
+
+_REPLICA_REPLY = error_reply(REPLICA_REFUSAL)
 
 EXECUTOR_VERB = "COMMAND"
 """The verb label under which refused writes of an ``Executor``'s batches are counted."""
@@ -156,7 +166,7 @@ class OwnerStatistics:
     not_logged: int
     read_only_refusals: int
     refused: dict[tuple[str, str], int]
-    """(verb, outcome) -> writes refused: outcome ``not_logged`` or ``read_only``."""
+    """(verb, outcome) -> writes refused: outcome ``not_logged``, ``read_only`` or ``replica``."""
     mailbox_depth: int
     mailbox_capacity: int
     read_only: str | None
@@ -171,6 +181,8 @@ class OwnerStatistics:
     """Groups the expiry timer ran."""
     expired_by_timer: int
     """Keys those groups removed."""
+    replica: bool
+    """Whether the owner is in the replica role (refusing its clients' writes)."""
 
 
 def _verb(request: Request) -> str:
@@ -205,6 +217,7 @@ class StoreOwner:
         sync_in_thread: bool = False,
         clock: Callable[[], int] = wall_clock_ms,
         fsync: str = "always",
+        replica: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {', '.join(FSYNC_POLICIES)}, not {fsync!r}")
@@ -227,6 +240,7 @@ class StoreOwner:
         self._checkpoint_failures = 0
         self._journal = OpJournal()
         self._read_only: str | None = None
+        self._replica = replica
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
         self._not_logged = self._read_only_refusals = 0
         self._refused: dict[tuple[str, str], int] = {}
@@ -380,7 +394,7 @@ class StoreOwner:
         """Remove the keys due by ``now_ms`` as a group of their own, logged and synced like
         writes (read-only: removed without a record; the log already implies them); how many.
         """
-        journal = self._journal if self._read_only is None else None
+        journal = self._journal if self._read_only is None and not self._replica else None
         expired = self.state.keyspace.expire_due(now_ms, journal)
         if expired:
             self._expiry_groups += 1
@@ -417,12 +431,15 @@ class StoreOwner:
     def _apply(self, batches: list[Batch], now_ms: int) -> list[list[bytes]]:
         state = self.state
         if self._read_only is not None:
-            return [self._execute_read_only(b, now_ms) for b in batches]
+            return [self._execute_refusing(b, now_ms, "read_only") for b in batches]
         journal = self._journal
         results = []
+        replica = self._replica
         for b in batches:
             executor = b.executor
-            if executor is None:
+            if replica and type(executor) is not FollowExecutor:
+                results.append(self._execute_refusing(b, now_ms, "replica"))
+            elif executor is None:
                 execute = state.execute
                 results.append([execute(r, journal, now_ms) for r in b.requests])
             else:
@@ -500,21 +517,32 @@ class StoreOwner:
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
 
-    def _execute_read_only(self, batch: Batch, now_ms: int) -> list[bytes]:
+    def _execute_refusing(self, batch: Batch, now_ms: int, outcome: str) -> list[bytes]:
+        """A client's batch while writes are refused: reads run (nothing journaled), writes
+        are answered ``read-only: <reason>`` (``outcome`` "read_only": the log failed; an
+        executor refuses them itself, seeing no journal) or ``read-only replica`` ("replica")."""
         state = self.state
         executor = batch.executor
+        replica = outcome == "replica"
         replies = []
         for request in batch.requests:
             if executor is not None:
-                # The executor refuses its writes itself (it sees journal None); counted here.
-                if executor.is_write(request):
+                if not executor.is_write(request):
+                    replies.append(executor.execute(state, request, None, now_ms))
+                    continue
+                self._count_refused(EXECUTOR_VERB, outcome)
+                if replica:
+                    replies.append(executor.refusal(request, REPLICA_REFUSAL))
+                else:
                     self._read_only_refusals += 1
-                    self._count_refused(EXECUTOR_VERB, "read_only")
-                replies.append(executor.execute(state, request, None, now_ms))
+                    replies.append(executor.execute(state, request, None, now_ms))
             elif isinstance(request, WRITES):
-                self._read_only_refusals += 1
-                self._count_refused(_verb(request), "read_only")
-                replies.append(error_reply("read-only: " + (self._read_only or "")))
+                self._count_refused(_verb(request), outcome)
+                if replica:
+                    replies.append(_REPLICA_REPLY)
+                else:
+                    self._read_only_refusals += 1
+                    replies.append(error_reply("read-only: " + (self._read_only or "")))
             else:
                 replies.append(state.execute(request, None, now_ms))
         return replies
@@ -631,6 +659,16 @@ class StoreOwner:
     # -- observing -----------------------------------------------------------------------
 
     @property
+    def replica(self) -> bool:
+        """Whether the owner is in the replica role (see the module docstring)."""
+        return self._replica
+
+    def promote(self) -> None:
+        """Leave the replica role: the next group takes client writes. Whoever feeds it
+        ``FollowExecutor`` batches must have stopped (the sequence is this log's from now)."""
+        self._replica = False
+
+    @property
     def read_only(self) -> str | None:
         """Why the store refuses writes, or None while it takes them."""
         return self._read_only
@@ -655,4 +693,5 @@ class StoreOwner:
             checkpoint_failures=self._checkpoint_failures,
             expiry_groups=self._expiry_groups,
             expired_by_timer=self._expired,
+            replica=self._replica,
         )

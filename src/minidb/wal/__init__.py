@@ -12,9 +12,13 @@ from minidb.wal._durable import (
     DEFAULT_CHECKPOINT_BYTES,
     DEFAULT_SEGMENT_BYTES,
     DurableLog,
+    LogPosition,
     WalStatistics,
     open_log,
 )
+from minidb.wal._files import segment_name, snapshot_name
+from minidb.wal._format import FILE_HEADER_SIZE, FileKind, decode_count, encode_header
+from minidb.wal._format import RECORD_HEADER_SIZE as _RECORD_HEADER_SIZE
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 from minidb.wal._payload import (
     PayloadError,
@@ -23,21 +27,41 @@ from minidb.wal._payload import (
     encode_put,
     encode_remove,
 )
+from minidb.wal._seed import Seed, holds_store, segment_copy_records
+
+END_RECORD_BYTES = _RECORD_HEADER_SIZE + 8
+"""Size of the END record that closes a version-2 segment (header plus its u64 count)."""
+
+
+def segment_header(base: int) -> bytes:
+    """The file header of a version-2 segment whose first record is number ``base``."""
+    return encode_header(FileKind.SEGMENT, base)
+
 
 __all__ = [
     "DEFAULT_CHECKPOINT_BYTES",
     "DEFAULT_SEGMENT_BYTES",
+    "END_RECORD_BYTES",
+    "FILE_HEADER_SIZE",
     "DurableLog",
     "Expire",
     "Flush",
+    "LogPosition",
     "Op",
     "PayloadError",
     "Put",
     "Remove",
+    "Seed",
     "WalStatistics",
+    "decode_count",
     "decode_ops",
     "encode_ops",
     "encode_put",
     "encode_remove",
+    "holds_store",
     "open_log",
+    "segment_copy_records",
+    "segment_header",
+    "segment_name",
+    "snapshot_name",
 ]

@@ -20,6 +20,13 @@ acknowledges; ``datasync()`` makes them durable, from a worker thread, one at a 
 owner goes on writing. A lock keeps a segment from being closed (rolled) under a ``datasync``
 in flight. A failed ``datasync`` fails the log exactly as a failed ``sync`` does.
 
+Shipping (``minidb.replication``): ``set_observer(fn)`` has ``fn(position)`` called with a
+``LogPosition`` after every write that adds records, every segment roll and every finished
+checkpoint, on whichever thread did it; it must only record the value and wake its reader
+(no I/O, no blocking). ``hold_for_shipping()`` makes checkpoints keep the segments and
+snapshots the reader has not shipped yet; ``release_shipped(...)`` moves its watermark and
+deletes what is no longer held. Without a hold, a checkpoint deletes what it covers at once.
+
 Lifecycle::
 
     REPLAYING --replay() exhausted--> OPEN --close()--> CLOSED
@@ -36,11 +43,13 @@ the last synced batch) so that a write answered "not logged" does not reappear a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import enum
+import itertools
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -97,6 +106,21 @@ class WalStatistics:
 
 
 @dataclass(frozen=True, slots=True)
+class LogPosition:
+    """How far the log's files go, for a reader of them that runs beside the owner.
+
+    Records numbered below ``next_number`` are written (in the page cache at least), the
+    newest of them in segment ``segment_base``, whose first ``segment_size`` bytes hold whole
+    records; ``snapshot_base`` is the newest finished checkpoint's (``None``: none yet).
+    """
+
+    segment_base: int
+    segment_size: int
+    next_number: int
+    snapshot_base: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class SealedBatch:
     """Records taken out of the buffer by ``seal()``, framed and numbered, to be written."""
 
@@ -128,6 +152,17 @@ class DurableLog:
         self._checkpoint_in_flight = False
         self._unsynced = False  # write_pending wrote what no fdatasync has covered yet
         self._segment_lock = threading.Lock()  # no segment closes under a datasync
+        self._snapshot_base: int | None = None  # the snapshot the manifest names
+        self._observer: Callable[[LogPosition], None] | None = None
+        # Shipping hold: records below ``_shipped_number`` and snapshots up to
+        # ``_shipped_snapshot`` are shipped; ``None`` (no hold) deletes at checkpoint time.
+        self._shipped_number: int | None = None
+        self._shipped_snapshot: int | None = None
+        self._cleanup_lock = threading.Lock()  # a checkpoint's and a release's deletions
+        # The published position: replaced whole, under this lock, by whichever thread wrote,
+        # so a reader never sees a size and a record count from two different moments.
+        self._position = LogPosition(0, FILE_HEADER_SIZE, 0, None)
+        self._publish_lock = threading.Lock()
 
     # -- opening and replay ----------------------------------------------------------------
 
@@ -167,9 +202,10 @@ class DurableLog:
             with _creating(self.directory, MANIFEST_NAME):
                 write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
             self._state = _State.OPEN
+            self._publish(self._writer, 0)
             return
         self._recovery = Recovery(self.directory)
-        self._recovery.read_manifest()
+        self._snapshot_base = self._recovery.read_manifest().snapshot
 
     def replay(self) -> Iterator[list[Op]]:
         """Yield every record's operations, snapshot first; afterwards the log is appendable.
@@ -208,6 +244,7 @@ class DurableLog:
         self._log_bytes = recovery.log_bytes
         self._recovery = None
         self._state = _State.OPEN
+        self._publish(self._writer, self._next_number)
 
     # -- the CommitLog protocol -------------------------------------------------------------
 
@@ -270,6 +307,7 @@ class DurableLog:
         self._unsynced = True
         self._bytes += len(batch.data)
         self._log_bytes += len(batch.data)
+        self._publish(writer, batch.first_number + batch.count)
 
     def datasync(self) -> bool:
         """fdatasync what ``write_pending`` wrote; False if nothing was waiting. May run in a
@@ -333,6 +371,7 @@ class DurableLog:
         self._syncs += 1
         self._bytes += len(batch.data)
         self._log_bytes += len(batch.data)
+        self._publish(writer, batch.first_number + batch.count)
 
     def wants_checkpoint(self) -> bool:
         """Whether ``checkpoint_bytes`` of log have been written since the last checkpoint."""
@@ -365,10 +404,11 @@ class DurableLog:
         self._checkpoint_in_flight = True
         if self._writable().holds_records:  # they become history, covered by the snapshot
             try:
-                self._start_segment(base)
+                writer = self._start_segment(base)
             except OSError as exc:
                 self._fail(exc)
                 raise
+            self._publish(writer, base)
         return base
 
     def finish_checkpoint(self, base: int, records: Iterable[bytes]) -> None:
@@ -383,10 +423,8 @@ class DurableLog:
         try:
             write_atomically(self.directory, snapshot_name(base), snapshot_chunks(base, records))
             write_atomically(self.directory, MANIFEST_NAME, [Manifest(base, base).encode()])
-            listing = list_dir(self.directory)
-            old_segments = [name for b, name in listing.segments.items() if b < base]
-            old_snapshots = [name for b, name in listing.snapshots.items() if b != base]
-            remove(self.directory, old_segments + old_snapshots)
+            self._snapshot_base = base
+            self._remove_covered()
         except OSError as exc:
             self._fail(exc)
             raise
@@ -394,6 +432,80 @@ class DurableLog:
         # What was written since begin_checkpoint is not covered by this snapshot.
         self._log_bytes -= self._log_bytes_at_begin
         self._checkpoint_in_flight = False
+        with self._publish_lock:
+            self._position = dataclasses.replace(self._position, snapshot_base=base)
+            self._tell_observer()
+
+    # -- shipping ---------------------------------------------------------------------------
+
+    def position(self) -> LogPosition:
+        """How far the files go now (see ``LogPosition``); the log must be open."""
+        self._writable()
+        return self._position
+
+    def set_observer(self, observer: Callable[[LogPosition], None] | None) -> None:
+        """Have ``observer(position)`` called after each write, segment roll and checkpoint.
+
+        It runs on the thread that wrote (the owner's, or the sync worker's), inside the
+        write path: it must only store the value and wake its reader, never block.
+        """
+        self._observer = observer
+
+    def hold_for_shipping(self) -> None:
+        """From now on, keep what a checkpoint covers until ``release_shipped`` says it is
+        shipped, so a slow or absent object store cannot make the log drop unshipped records."""
+        with self._cleanup_lock:
+            if self._shipped_number is None:
+                self._shipped_number = 0
+
+    def release_shipped(self, next_number: int, snapshot_base: int | None) -> None:
+        """Records below ``next_number`` and the snapshot at ``snapshot_base`` (and older) are
+        shipped: delete the covered files no longer held. Any thread; raises ``OSError``."""
+        with self._cleanup_lock:
+            self._shipped_number = max(self._shipped_number or 0, next_number)
+            if snapshot_base is not None:
+                self._shipped_snapshot = max(self._shipped_snapshot or 0, snapshot_base)
+        self._remove_covered()
+
+    def _remove_covered(self) -> None:
+        # Segments below the manifest's snapshot and older snapshots are history; with a hold,
+        # only those entirely shipped go (a segment's end is the next segment's base).
+        base = self._snapshot_base
+        if base is None:
+            return
+        with self._cleanup_lock:
+            listing = list_dir(self.directory)
+            bases = sorted(listing.segments)
+            shipped = self._shipped_number
+            shipped_snap = -1 if self._shipped_snapshot is None else self._shipped_snapshot
+            old_segments = [
+                listing.segments[b] for b, end in itertools.pairwise(bases)
+                if b < base and (shipped is None or end <= shipped)
+            ]
+            old_snapshots = [
+                name for b, name in listing.snapshots.items()
+                if b < base and (shipped is None or b <= shipped_snap)
+            ]
+            remove(self.directory, old_segments + old_snapshots)
+
+    def _publish(self, writer: SegmentWriter, next_number: int) -> None:
+        # Called by the thread that just wrote (writes are one at a time), so the writer's
+        # size and ``next_number`` describe the same moment.
+        with self._publish_lock:
+            self._position = LogPosition(
+                writer.base, writer.size, next_number, self._snapshot_base
+            )
+            self._tell_observer()
+
+    def _tell_observer(self) -> None:
+        # The records are written whatever the observer does: its failure must not turn into
+        # a failed write (the owner would refuse an acknowledged batch), so it is only logged.
+        observer = self._observer
+        if observer is not None:
+            try:
+                observer(self._position)
+            except Exception:
+                logger.exception("wal position observer failed")
 
     def close(self) -> None:
         """Release the files and the directory lock; records appended but not synced are
@@ -412,6 +524,11 @@ class DurableLog:
         self._state = _State.CLOSED
 
     # -- introspection ----------------------------------------------------------------------
+
+    @property
+    def next_number(self) -> int:
+        """The sequence number the next appended record gets (after replay: the log's end)."""
+        return self._next_number
 
     @property
     def failure(self) -> str | None:
