@@ -59,10 +59,10 @@ from minidb.wal import (
 logger = logging.getLogger("minidb.replication")
 
 
-def _event(level: int, name: str, **fields: object) -> None:
+def _event(level: int, name: str, exc_info: BaseException | None = None, **fields: object) -> None:
     # The server's key=value log convention (``minidb.server._logging``): the message is the
     # event name, the fields ride in ``minidb_fields``.
-    logger.log(level, name, extra={"minidb_fields": fields})
+    logger.log(level, name, extra={"minidb_fields": fields}, exc_info=exc_info)
 
 DEFAULT_SHIP_INTERVAL_S = 1.0
 """Longest wait, in seconds, of a written record before its upload starts (``--ship-interval``)."""
@@ -241,9 +241,10 @@ class Shipper:
                 self._settle(target, self._last_round)
         except Fenced as exc:
             self._fence(exc)
-        except ReplicationError as exc:
+        except Exception as exc:  # ReplicationError, or a bug: either way shipping is over
             _event(logging.ERROR, "replication_stopped", generation=self.generation,
-                   error=str(exc))
+                   error=str(exc) or repr(exc), exc_info=exc)
+            self._log.set_observer(None)
             self._log.release_shipped(NEVER, NEVER)
 
     def _caught_up(self, position: LogPosition) -> bool:

@@ -43,7 +43,6 @@ the last synced batch) so that a write answered "not logged" does not reappear a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import enum
 import itertools
 import logging
@@ -52,6 +51,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import NamedTuple
 
 from minidb import _failpoints
 from minidb.errors import WalError
@@ -105,8 +105,7 @@ class WalStatistics:
     failed: bool  # fail-stop: the log refuses writes until restarted
 
 
-@dataclass(frozen=True, slots=True)
-class LogPosition:
+class LogPosition(NamedTuple):
     """How far the log's files go, for a reader of them that runs beside the owner.
 
     Records numbered below ``next_number`` are written (in the page cache at least), the
@@ -433,7 +432,7 @@ class DurableLog:
         self._log_bytes -= self._log_bytes_at_begin
         self._checkpoint_in_flight = False
         with self._publish_lock:
-            self._position = dataclasses.replace(self._position, snapshot_base=base)
+            self._position = self._position._replace(snapshot_base=base)
             self._tell_observer()
 
     # -- shipping ---------------------------------------------------------------------------
