@@ -56,3 +56,19 @@ def test_up_banner_lines() -> None:
         "operator token: TOK",
         "curl -H 'Authorization: Bearer TOK' http://127.0.0.1:8080/tasks",
     ]
+
+
+def test_up_passes_log_shipping_to_the_server_only(tmp_path: Path) -> None:
+    """--replicate-to and its options reach ``minidb serve``, not the batch API; alone they
+    are a ConfigError."""
+    config = UpConfig(data_dir=tmp_path, replicate_to="s3://b/log", ship_interval=0.5,
+                      retain="24h", s3_endpoint="http://127.0.0.1:9")
+    server = config.server_argv()
+    assert server[server.index("--replicate-to") + 1] == "s3://b/log"
+    assert server[server.index("--ship-interval") + 1] == "0.5"
+    assert server[server.index("--retain") + 1] == "24h"
+    assert server[server.index("--s3-endpoint") + 1] == "http://127.0.0.1:9"
+    assert "--replicate-to" not in config.batch_argv(("127.0.0.1", 1))
+    assert "--replicate-to" not in UpConfig(data_dir=tmp_path).server_argv()
+    with pytest.raises(ConfigError, match="need --replicate-to"):
+        UpConfig(retain="24h")

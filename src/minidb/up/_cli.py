@@ -37,6 +37,13 @@ def register(subparsers: Any) -> None:
                         "from the AWS_* variables); default file:DATA/objects")
     parser.add_argument("--s3-endpoint", default=None, metavar="URL",
                         help="S3-compatible endpoint of an s3:// store (MinIO, moto, R2)")
+    parser.add_argument("--replicate-to", default=None, metavar="URL",
+                        help="ship the server's log to s3://BUCKET/PREFIX or file:DIR "
+                        "(minidb serve --replicate-to; docs/replication.md)")
+    parser.add_argument("--ship-interval", type=float, default=None, metavar="SECONDS",
+                        help="with --replicate-to: ship the open segment at least this often")
+    parser.add_argument("--retain", default=None, metavar="WINDOW|N",
+                        help="with --replicate-to: keep restore points for this window or count")
     parser.set_defaults(handler=_up)
 
 
@@ -49,7 +56,8 @@ def _up(args: Any) -> int:
             data_dir=Path(args.data_dir), host=args.host, port=args.port,
             resp_port=args.resp_port, http_port=args.http_port,
             metrics_port=args.metrics_port, store=args.store,
-            s3_endpoint=args.s3_endpoint,
+            s3_endpoint=args.s3_endpoint, replicate_to=args.replicate_to,
+            ship_interval=args.ship_interval, retain=args.retain,
         )
     except ConfigError as exc:
         sys.stderr.write(f"minidb up: error: {exc}\n")

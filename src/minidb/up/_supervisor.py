@@ -70,6 +70,10 @@ class UpConfig:
     s3_endpoint: str | None = None
     """An S3-compatible endpoint for an ``s3://`` store (MinIO, R2, moto); None: AWS or
     ``AWS_ENDPOINT_URL``."""
+    replicate_to: str | None = None
+    """Where the server ships its log (``minidb serve --replicate-to``); None: no shipping."""
+    ship_interval: float | None = None
+    retain: str | None = None
     python: str = sys.executable
     """The interpreter the children run on (``python -m minidb``)."""
 
@@ -81,6 +85,8 @@ class UpConfig:
         fixed = [p for p in (self.port, self.resp_port, self.http_port, self.metrics_port) if p]
         if len(fixed) != len(set(fixed)):
             raise ConfigError("--port, --resp-port, --http-port and --metrics-port must differ")
+        if self.replicate_to is None and (self.ship_interval is not None or self.retain):
+            raise ConfigError("--ship-interval and --retain need --replicate-to")
 
     @property
     def server_dir(self) -> Path:
@@ -99,7 +105,21 @@ class UpConfig:
             self.python, "-m", "minidb", "serve", "--host", self.host,
             "--port", str(self.port), "--resp-port", str(self.resp_port),
             "--metrics-port", str(self.metrics_port), "--data-dir", str(self.server_dir),
+            *self._replication_argv(),
         ]
+
+    def _replication_argv(self) -> list[str]:
+        """``minidb serve``'s shipping options, passed through as given (the server checks them)."""
+        if self.replicate_to is None:
+            return []
+        argv = ["--replicate-to", self.replicate_to]
+        if self.ship_interval is not None:
+            argv += ["--ship-interval", str(self.ship_interval)]
+        if self.retain:
+            argv += ["--retain", self.retain]
+        if self.s3_endpoint and self.replicate_to.startswith("s3://"):
+            argv += ["--s3-endpoint", self.s3_endpoint]
+        return argv
 
     def batch_argv(self, minidb: tuple[str, int]) -> list[str]:
         return [
