@@ -218,7 +218,7 @@ def _replication_metrics(rep: ShipperStatistics) -> Iterator[Metric]:
 
 
 def _replica_metrics(replica: FollowerStatistics) -> Iterator[Metric]:
-    """A replica's follower (``--replica-of``); see docs/replication-restore.md."""
+    """A replica's follower (``--replica-of``); see docs/replication.md."""
     yield GaugeMetricFamily(
         "minidb_replica_lag_seconds", "How long ago the primary made durable the oldest"
         " record this replica has not applied (caught up: since its last poll)",
