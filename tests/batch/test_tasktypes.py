@@ -40,6 +40,8 @@ def test_unknown_type(name: object) -> None:
                             "connections": DEFAULT_IMPORT_CONNECTIONS}),
         ("csv_import", {"max_bad_rows": 0, "connections": 1},
          {"max_bad_rows": 0, "connections": 1}),
+        ("csv_import", {"max_bad_rows": None},
+         {"max_bad_rows": None, "connections": DEFAULT_IMPORT_CONNECTIONS}),
         ("csv_export", {"bucket": "b"}, {"bucket": "b", "neutralize_formulas": True}),
         ("csv_export", {"bucket": "a.b:c/d-e_f", "neutralize_formulas": False},
          {"bucket": "a.b:c/d-e_f", "neutralize_formulas": False}),

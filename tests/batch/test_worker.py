@@ -224,6 +224,23 @@ async def test_csv_import_too_many_bad_rows(
     assert errors.count(b"\r\n") == 3  # header and both bad rows
 
 
+async def test_csv_import_without_max_bad_rows_reports_every_bad_row(
+    file_store: ObjectStore, minidb: tuple[str, int]
+) -> None:
+    """With no max_bad_rows the task succeeds however many rows are bad (1,500 here), and
+    every one is in errors.csv."""
+    bad = 1500
+    data = b"bucket,key,value\nb,good,v\n" + b"".join(b"b,k%d\n" % i for i in range(bad))
+    queue = TaskQueue(file_store)
+    async with Running(_worker(file_store, minidb)):
+        task_id = await submit_task(queue, "csv_import", {}, data=data)
+        record = await until(queue, task_id, terminal)
+    assert record.state == "succeeded", record.error
+    assert record.result == {"rows": bad + 1, "ok": 1, "failed": bad}
+    errors = (await file_store.get(_keys.output_key(task_id, 1, "errors.csv"))).data
+    assert errors.count(b"\r\n") == bad + 1  # header and every bad row
+
+
 def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

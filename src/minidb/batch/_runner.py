@@ -284,7 +284,8 @@ class _Import:
         self.errors = errors
         self.writers = writers
         self.report = ExportWriter(neutralize_formulas=True, columns=ERROR_REPORT_CELLS)
-        self.max_bad = int(context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS))
+        limit = context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS)
+        self.max_bad: int | None = None if limit is None else int(limit)
         self.rows = self.failed = 0
 
     async def take(self, rows: list[Row]) -> None:
@@ -307,7 +308,7 @@ class _Import:
     async def bad(self, row: BadRow) -> None:
         self.failed += 1
         await self.errors.write(self.report.row(*row.report_cells()))
-        if self.failed > self.max_bad:
+        if self.max_bad is not None and self.failed > self.max_bad:
             await self.errors.close()
             raise TaskFailure(
                 "too_many_bad_rows", f"more than {self.max_bad} bad rows (see {ERRORS_NAME})",

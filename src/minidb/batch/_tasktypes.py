@@ -31,8 +31,9 @@ from minidb.batch._model import Progress
 from minidb.protocol import MAX_NAME_CHARS
 
 ENTRY_POINT_GROUP = "minidb.batch.task_types"
-DEFAULT_MAX_BAD_ROWS = 1000
-"""``csv_import`` fails once more rows than this are bad (they are all in ``errors.csv``)."""
+DEFAULT_MAX_BAD_ROWS: int | None = None
+"""``csv_import`` fails once more rows than ``max_bad_rows`` are bad (they are all in
+``errors.csv``); by default no count of bad rows fails it: every one is reported."""
 MAX_BAD_ROWS_LIMIT = 10**9
 DEFAULT_IMPORT_CONNECTIONS = 4
 """Connections a ``csv_import`` streams its rows over. The server's group commit carries at
@@ -162,13 +163,14 @@ def _int(task_type: str, name: str, value: object, low: int, high: int) -> int:
 
 
 def validate_csv_import(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"max_bad_rows"?: int >= 0, "connections"?: 1..MAX_IMPORT_CONNECTIONS}``, defaulting
-    to ``DEFAULT_MAX_BAD_ROWS`` and ``DEFAULT_IMPORT_CONNECTIONS``."""
+    """``{"max_bad_rows"?: int >= 0 | null, "connections"?: 1..MAX_IMPORT_CONNECTIONS}``,
+    defaulting to ``DEFAULT_MAX_BAD_ROWS`` (null: unlimited) and ``DEFAULT_IMPORT_CONNECTIONS``."""
     p = _params("csv_import", params, {"max_bad_rows", "connections"})
     limit = p.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS)
     connections = p.get("connections", DEFAULT_IMPORT_CONNECTIONS)
     return {
-        "max_bad_rows": _int("csv_import", "max_bad_rows", limit, 0, MAX_BAD_ROWS_LIMIT),
+        "max_bad_rows": (None if limit is None
+                         else _int("csv_import", "max_bad_rows", limit, 0, MAX_BAD_ROWS_LIMIT)),
         "connections": _int("csv_import", "connections", connections, 1,
                             MAX_IMPORT_CONNECTIONS),
     }
