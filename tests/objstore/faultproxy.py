@@ -130,7 +130,10 @@ def verify_presigned_url(
         return "AuthorizationQueryParametersError", "malformed presigned query"
     if access_key not in secrets:
         return "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist"
-    signed_at = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
+    try:
+        signed_at = calendar.timegm(time.strptime(amz_date, "%Y%m%dT%H%M%SZ"))
+    except ValueError:
+        return "AuthorizationQueryParametersError", "X-Amz-Date must be in the ISO8601 format"
     if now > signed_at + expires:
         return "AccessDenied", "Request has expired"
     unsigned = "&".join(

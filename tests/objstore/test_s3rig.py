@@ -47,3 +47,14 @@ def _race(clients: list[Any], bucket: str, key: str) -> list[str]:
     for thread in threads:
         thread.join(timeout=60)
     return outcomes
+
+
+def test_fault_proxy_refuses_a_presigned_url_with_a_malformed_date() -> None:
+    """A tampered X-Amz-Date is a refusal the client sees, not an exception in the proxy."""
+    from .faultproxy import verify_presigned_url
+
+    query = ("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=key%2F20261201%2Fus-east-1%2Fs3"
+             "%2Faws4_request&X-Amz-Date=2026-12-01T00%3A00&X-Amz-Expires=60"
+             "&X-Amz-SignedHeaders=host&X-Amz-Signature=00")
+    refusal = verify_presigned_url("GET", "127.0.0.1:1", "/b/k", query, 0.0, {"key": "secret"})
+    assert refusal is not None and refusal[0] == "AuthorizationQueryParametersError", refusal
