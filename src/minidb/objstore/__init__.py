@@ -8,7 +8,13 @@ Modules: ``_types`` (the interface and value types, pure), ``_errors``, ``_keys`
 pure), ``_presign`` (signed file URLs, pure), ``_filecore`` (the file backend's blocking core)
 and ``_file`` (its async shell), ``_s3`` and ``_s3_errors`` (the S3 backend and its one error
 translation), ``_selftest``, ``_open`` (URL parsing).
+
+The S3 backend is imported on first use (``S3Store``, ``PART_SIZE_BYTES``, or an ``s3://`` URL
+given to ``open_store``): botocore costs about a quarter of a second to import, which every
+``minidb`` command and every ``file:`` user would otherwise pay.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._errors import (
     AmbiguousWrite,
@@ -24,7 +30,6 @@ from ._file import FileStore
 from ._keys import MAX_KEY_BYTES, check_key
 from ._open import open_store
 from ._presign import verify_presigned
-from ._s3 import PART_SIZE_BYTES, S3Store
 from ._selftest import self_test
 from ._types import (
     LIST_PAGE_MAX,
@@ -65,3 +70,14 @@ __all__ = [
     "self_test",
     "verify_presigned",
 ]
+
+if TYPE_CHECKING:
+    from ._s3 import PART_SIZE_BYTES, S3Store
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("S3Store", "PART_SIZE_BYTES"):
+        from . import _s3
+
+        return getattr(_s3, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ from urllib.parse import urlsplit
 from minidb.errors import ConfigError
 
 from ._file import FileStore
-from ._s3 import S3Store
 from ._types import ObjectStore
 
 FILE_SCHEME = "file:"
@@ -38,5 +37,7 @@ def open_store(url: str, **options: Any) -> ObjectStore:
             raise ConfigError(f"s3: URL needs a bucket: {url!r}")
         if parts.query or parts.fragment:
             raise ConfigError(f"s3: URL takes no query or fragment: {url!r}")
+        from ._s3 import S3Store  # botocore only for S3 users (see the package docstring)
+
         return S3Store(parts.netloc, parts.path.strip("/"), **options)
     raise ConfigError(f"object store URL must start with file: or s3://, not {url!r}")
