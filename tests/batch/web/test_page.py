@@ -121,7 +121,7 @@ def test_upload_reaches_100_percent_and_serves_the_error_report(
         link.click()
     report = Path(download_info.value.path()).read_bytes().decode()
     lines = report.splitlines()
-    assert lines[0] == "line,reason,detail"
+    assert lines[0] == "line,reason,bucket,key"
     assert [line.split(",")[:2] for line in lines[1:]] == [
         ["5", "wrong_column_count"], ["6", "invalid_key"],
     ], report
