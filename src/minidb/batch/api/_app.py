@@ -27,6 +27,13 @@ from minidb.objstore import ObjectStore
 
 access_log = logging.getLogger("minidb.batch.api.access")
 
+UVICORN_ACCESS_LOGGER = "uvicorn.access"
+"""uvicorn's own access log writes the request line with its query string, which for a
+presigned ``/files/...`` URL is the signature. uvicorn decides whether to write it by whether
+that logger *has handlers* (any ancestor's count: a root handler is enough), not by
+``Config(access_log=False)`` when it is given no log config; so ``create_app`` disables the
+logger itself. ``AccessLog`` above is the API's access log, with the path only."""
+
 
 class AccessLog:
     """ASGI middleware: count answers by status class and log each request (no secrets)."""
@@ -67,6 +74,7 @@ def create_app(
     registry: TaskTypeRegistry | None = None,
 ) -> FastAPI:
     """The control API over ``store`` (docs/batch-api.md)."""
+    logging.getLogger(UVICORN_ACCESS_LOGGER).disabled = True
     app = FastAPI(
         title="minidb batch control API", version=importlib.metadata.version("minidb"),
         description="Create, upload, submit, watch and fetch batch tasks (docs/batch-api.md).",
