@@ -528,3 +528,19 @@ async def test_ambiguous_create_is_reconciled(
     assert await queue.get(record.id) == record
     raw = (await s3_store.get(_keys.status_key(record.id))).data
     assert decode(raw) == record and encode(record) == raw
+
+
+async def test_create_answered_500_before_it_was_applied_is_made_again_once(
+    s3_store: ObjectStore, proxy: FaultProxy, clock: Clock
+) -> None:
+    """A status.json create refused with a 500 before it reached the store (the re-read finds
+    nothing) is made again, conditionally: the task exists once and the caller gets it."""
+    queue = TaskQueue(s3_store, clock=clock, sleep=_no_sleep)
+    proxy.add(Rule(Action.ERROR_BEFORE, method="PUT", key="status.json$", nth=1, status=500))
+    record = await queue.create("alice", "sleep", {"seconds": 0})
+    assert await queue.get(record.id) == record
+    assert queue.statistics().transient_retries == 1
+
+
+async def _no_sleep(seconds: float) -> None:
+    assert 0 < seconds <= TRANSIENT_CAP_S

@@ -298,18 +298,31 @@ class TaskQueue:
         )
         await self._put_hint(_keys.user_index_key(user, record.id))
         key = _keys.status_key(record.id)
-        try:
-            await self.store.put_if_absent(key, encode(record))
-        except (AmbiguousWrite, PreconditionFailed, TransientError):
-            reread = await self._read(record.id)
-            if reread is not None and task_id is not None and _same_request(record, reread.record):
+        body = encode(record)
+        for tries in range(1, TRANSIENT_TRIES + 1):
+            try:
+                await self.store.put_if_absent(key, body)
+            except (AmbiguousWrite, PreconditionFailed, TransientError) as exc:
+                reread = await self._read(record.id)
+                if reread is None:
+                    # Nothing there: the create did not land (or has not yet). Creating again is
+                    # safe, because it is conditional: if the first one lands before it, this
+                    # one is refused and the re-read finds our write id.
+                    if isinstance(exc, PreconditionFailed) or tries == TRANSIENT_TRIES:
+                        raise
+                    self._stats.transient_retries += 1
+                    ceiling = min(TRANSIENT_CAP_S, TRANSIENT_BASE_S * 2 ** (tries - 1))
+                    await self._sleep(self._rng.uniform(ceiling / 2, ceiling))
+                    continue
+                if task_id is not None and _same_request(record, reread.record):
+                    return reread.record
+                if reconcile(record.write_id, reread.record) != "ours":
+                    raise
+                self._stats.reconciled_ours += 1
                 return reread.record
-            if reread is None or reconcile(record.write_id, reread.record) != "ours":
-                raise
-            self._stats.reconciled_ours += 1
-            return reread.record
-        self._stats.writes += 1
-        return record
+            self._stats.writes += 1
+            return record
+        raise AssertionError("unreachable")
 
     async def put_input(self, task_id: str, chunks: AsyncIterable[bytes]) -> str:
         """Stream the task's input in, once (``PreconditionFailed`` if it is already there)."""
