@@ -66,7 +66,10 @@ async def test_sigstop_past_the_lease_is_fenced(workers: Workers, queue: TaskQue
     task_id = await submit_task(queue, "sleep", {"seconds": 1.5})
     await until(queue, task_id, lambda r: r.state == "running")
     stalled.send_signal(signal.SIGSTOP)
-    workers.start("w-2")
+    # The taker holds a longer lease than the fast one the stalled worker claimed with: what is
+    # under test is the stalled worker's fencing, not whether a loaded store answers the
+    # taker's heartbeats within 1.2 s (a slow round there would start a third attempt).
+    workers.start("w-2", "--lease-seconds", "6", "--heartbeat-seconds", "1")
     await until(queue, task_id, lambda r: r.attempt == 2)
     stalled.send_signal(signal.SIGCONT)
     record = await until(queue, task_id, terminal)
