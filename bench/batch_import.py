@@ -14,7 +14,8 @@ cell on a fresh server:
   of ``redis-cli`` (the RESP file is prepared beforehand, so Redis parses no CSV).
 
 It prints the median of each cell, the ratios minidb/Redis, the loader's peak RSS (``wait4``'s
-rusage) and the server's (``VmHWM``). The last line is one JSON object with every figure.
+rusage) and the server's (``VmHWM``), and for minidb the server's CPU per row (startup
+included, from ``/proc/<pid>/stat``). The last line is one JSON object with every figure.
 
     python bench/batch_import.py                        # 100k rows, 3 rounds, about a minute
     python bench/batch_import.py --rows 10000000 --rounds 1 --cells 'minidb x1,redis always'
@@ -170,6 +171,12 @@ def vm_hwm(pid: int) -> int:
     return 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a live process has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_child(command: list[str], stdin: Any = None) -> tuple[str, float, int]:
     """Run ``command``; return its stdout, wall seconds and peak RSS in bytes."""
     began = time.perf_counter()
@@ -196,11 +203,15 @@ def minidb_cell(
         ])
         result = json.loads(out)
         server_rss = vm_hwm(served.proc.pid)
+        server_cpu = cpu_seconds(served.proc.pid)
     finally:
         served.stop()
     if result["rows"] != rows or result["errors"]:
         raise SystemExit(f"minidb loaded {result}, expected {rows} rows and no errors")
-    return {"rows_s": rows / result["seconds"], "loader_rss": loader_rss, "server_rss": server_rss}
+    return {
+        "rows_s": rows / result["seconds"], "loader_rss": loader_rss, "server_rss": server_rss,
+        "server_cpu_us_per_row": server_cpu / rows * 1e6,
+    }
 
 
 def free_port() -> int:
@@ -316,8 +327,10 @@ def main() -> None:
                 window = int(name.rsplit(" w", 1)[1]) if " w" in name else windows[0]
                 figure = run_cell(name.split(" w")[0], csv_path, resp_path, args.rows, window)
                 figures[name].append(figure)
-                print(f"round {round_number} {name:<24} {figure['rows_s']:>11,.0f} rows/s",
-                      flush=True)
+                cpu = figure.get("server_cpu_us_per_row")
+                server = f", server CPU {cpu:.1f} us/row" if cpu is not None else ""
+                print(f"round {round_number} {name:<24} {figure['rows_s']:>11,.0f} rows/s"
+                      f"{server}", flush=True)
 
     medians = {
         name: {k: statistics.median(f[k] for f in runs) for k in runs[0]}

@@ -236,3 +236,38 @@ def test_request_decoder_discard_partial_keeps_complete_lines() -> None:
     decoder.discard_partial()
     assert decoder.next_requests(10) == [Get(b"a", b"b"), Get(b"a", b"c")]
     assert decoder.buffered == 0
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"SET b k v",
+        b"SET b k ",
+        b"SET b k two words",
+        b"SET b k x\r",
+        b"SET b k x\ry",
+        b"SET b k \x00\x7f",
+        b"SET b k caf\xc3\xa9",
+        b"SET b k \xff",
+        b"SET b k " + b"v" * MAX_VALUE_BYTES,
+        b"SET b k " + b"v" * (MAX_VALUE_BYTES + 1),
+        b"SET b k " + b"v" * MAX_VALUE_BYTES + b"\r",
+        b"SET b" + b"k" * 65 + b" v",
+        b"SET b k",
+        b"set b k v",
+        b"SET  b k v",
+        b"GET b k",
+    ],
+)
+def test_decoder_fast_set_path_agrees_with_parse_request(line: bytes) -> None:
+    """Whatever shortcut the decoder takes for a plain SET, each line decodes as
+    ``parse_request`` parses it."""
+    assert RequestDecoder().feed(line + b"\n") == [parse_request(line)]
+
+
+@given(st.binary(max_size=40))
+@settings(max_examples=300, deadline=None)
+def test_decoder_agrees_with_parse_request_on_any_set_line(tail: bytes) -> None:
+    """Any ``SET`` line without LF decodes as ``parse_request`` parses it."""
+    line = b"SET b k " + tail.replace(b"\n", b"")
+    assert RequestDecoder().feed(line + b"\n") == [parse_request(line)]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.protocol import Delete, Get, Invalid, Scan, Set, parse_reply
+from minidb.protocol import Delete, Get, Invalid, Request, Scan, Set, parse_reply
 from minidb.protocol import Keys as KeysReply
 from minidb.store import OpJournal, Session, StoreState, execute
 from minidb.wal import Put, Remove, decode_ops
@@ -217,3 +218,46 @@ def test_state_statistics_count_requests() -> None:
     state.apply(Get(b"b", b"nope"))
     stats = state.statistics()
     assert (stats.keys, stats.buckets, stats.sets, stats.gets, stats.get_hits) == (1, 1, 1, 2, 1)
+
+
+def _batch_outcome(
+    requests: list[Request], one_by_one: bool, scanned: bool
+) -> tuple[list[bytes], object, object]:
+    """Replies, journal and keyspace after ``requests`` on a prepared state, and the keyspace
+    after the rollback (``scanned``: one bucket keeps a sorted index, which turns the fast
+    loop off)."""
+    state, journal = StoreState(), OpJournal()
+    state.apply(Set(b"b", b"old", b"1"))
+    state.apply(Set(b"scanned", b"a", b"1"))
+    state.keyspace.put(b"b", b"ttl", b"x", NOW + 60_000, None)
+    if scanned:
+        state.apply(Scan(b"scanned", b"0", 10))
+    if one_by_one:
+        replies = [state.execute(r, journal, NOW) for r in requests]
+    else:
+        replies = state.execute_all(requests, journal, NOW)
+    after = (journal.records, journal.undo, sorted(state.keyspace.items()), len(state))
+    index = list(state.keyspace.sorted_keys(b"scanned") or []) if scanned else []
+    state.rollback(journal)
+    return replies, (after, index), (sorted(state.keyspace.items()), len(state))
+
+
+@pytest.mark.parametrize("scanned", [False, True])
+def test_execute_all_is_execute_of_each_request(scanned: bool) -> None:
+    """A batch run at once (runs of SETs through ``put_commands``) answers, journals, leaves
+    the keyspace and rolls back exactly as each request executed in turn."""
+    requests: list[Request] = [
+        Set(b"b", b"k1", b"v1"),
+        Set(b"b", b"old", b"2"),
+        Set(b"new-bucket", b"k", b"v"),
+        Set(b"b", b"ttl", b"y"),
+        Set(b"scanned", b"b", b"2"),
+        Set(b"b", b"k2", b"v"),
+        Get(b"b", b"k1"),
+        Set(b"b", b"k1", b"v2"),
+        Delete(b"b", b"old"),
+        Set(b"b", b"old", b"3"),
+        Invalid("x"),
+    ]
+    for batch in (requests, requests[:6]):
+        assert _batch_outcome(batch, False, scanned) == _batch_outcome(batch, True, scanned)

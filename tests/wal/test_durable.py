@@ -477,3 +477,20 @@ def test_durable_log_close_syncs_written_records(data_dir: pathlib.Path) -> None
     log.write_pending()
     log.close()
     assert log.statistics().syncs == 1
+
+
+def test_append_all_is_append_of_each_record_in_order(data_dir: pathlib.Path) -> None:
+    """``append_all`` numbers, frames and replays its records exactly as ``append`` of each."""
+    payloads = [encode_ops([Put(b"b", b"k%d" % i, b"v%d" % i, None)]) for i in range(5)]
+    log, replay = open_log(data_dir)
+    assert list(replay) == []
+    log.append(payloads[0])
+    log.append_all(payloads[1:4])
+    log.append_all([])
+    log.append(payloads[4])
+    log.sync()
+    assert log.statistics().appends == 5
+    log.close()
+    log, replayed = replay_all(data_dir)
+    log.close()
+    assert replayed == payloads

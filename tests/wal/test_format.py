@@ -21,6 +21,7 @@ from minidb.wal._format import (
     encode_end,
     encode_header,
     encode_record,
+    encode_records,
 )
 from minidb.wal._reader import RecordReader
 
@@ -129,3 +130,23 @@ def test_encode_record_round_trips_through_the_reader(base: int, payloads: list[
     assert [r.payload for r in records] == payloads
     assert [r.number for r in records] == [base + i for i in range(len(payloads))]
     assert reader.good_offset == len(buf)
+
+
+@given(st.integers(0, 1 << 40), st.lists(st.binary(max_size=64), max_size=8))
+@settings(max_examples=100, deadline=None)
+def test_encode_records_frames_each_payload_as_encode_record_does(
+    first: int, payloads: list[bytes]
+) -> None:
+    """Framing a group at once gives, record for record, what ``encode_record`` gives."""
+    assert encode_records(first, payloads) == [
+        encode_record(first + i, payload) for i, payload in enumerate(payloads)
+    ]
+
+
+def test_encode_records_refuses_an_over_long_payload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A payload over the maximum refuses the whole group, as ``encode_record`` refuses one."""
+    from minidb.wal import _format
+
+    monkeypatch.setattr(_format, "MAX_PAYLOAD_BYTES", 4)
+    with pytest.raises(ValueError, match="exceeds 4"):
+        encode_records(0, [b"ok", b"too long"])

@@ -165,6 +165,9 @@ class LaterCheckpoints:
     def append(self, record: bytes) -> None:
         self.log.append(record)
 
+    def append_all(self, records: list[bytes]) -> None:
+        self.log.append_all(records)
+
     def sync(self) -> None:
         self.log.sync()
         if self._pending is not None:

@@ -105,7 +105,7 @@ from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
 from minidb.store._state import StoreState
-from minidb.wal import Op, Put, encode_ops, encode_put
+from minidb.wal import encode_groups
 
 logger = logging.getLogger("minidb.store")
 
@@ -142,16 +142,6 @@ async def _one_poll() -> None:
     so it takes two: the first lets one poll happen, the second lets its callbacks run."""
     await asyncio.sleep(0)
     await asyncio.sleep(0)
-
-
-def encode_group(group: list[Op]) -> bytes:
-    """One journal group as one log record; a lone ``Put`` without expiry (every line SET)
-    packed directly."""
-    if len(group) == 1:
-        op = group[0]
-        if type(op) is Put and op[3] is None:
-            return encode_put(op[0], op[1], op[2])
-    return encode_ops(group)
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,8 +430,7 @@ class StoreOwner:
             if replica and type(executor) is not FollowExecutor:
                 results.append(self._execute_refusing(b, now_ms, "replica"))
             elif executor is None:
-                execute = state.execute
-                results.append([execute(r, journal, now_ms) for r in b.requests])
+                results.append(state.execute_all(b.requests, journal, now_ms))
             else:
                 run = executor.execute
                 results.append([run(state, r, journal, now_ms) for r in b.requests])
@@ -456,13 +445,9 @@ class StoreOwner:
         if not journal.records:
             return results
         try:
-            append = self.log.append
-            for group in journal.records:
-                # encode_group inlined for its common case (a lone SET): once per write.
-                if len(group) == 1 and type(op := group[0]) is Put and op[3] is None:
-                    append(encode_put(op[0], op[1], op[2]))
-                else:
-                    append(encode_ops(group))
+            # The whole group in two calls, not a few per write (a bulk load's group holds
+            # thousands of SETs): its payloads, then their framing into the log's buffer.
+            self.log.append_all(encode_groups(journal.records))
             if self.fsync == "always":
                 self.log.sync()
             else:
@@ -487,8 +472,7 @@ class StoreOwner:
         journal = self._journal
         log = cast(SplitSyncLog, self.log)
         try:
-            for group in journal.records:
-                log.append(encode_group(group))
+            log.append_all(encode_groups(journal.records))
             sealed = log.seal()
             if self._sync_executor is None:
                 # One thread: sealed batches must be written one at a time, in order.

@@ -321,6 +321,35 @@ class Keyspace:
             journal.undo.append(_new_tuple(KeyUndo, (bucket, key, old, None)))
             journal.records.append([_new_tuple(Put, (bucket, key, value, None))])
 
+    def put_commands(
+        self, sets: Iterable[tuple[bytes, bytes, bytes]], journal: OpJournal | None
+    ) -> None:
+        """``put_command`` of each ``(bucket, key, value)``, in order: a pipelined run of SETs
+        (a bulk load sends thousands) in one call, each still its own journal group.
+
+        The loop is ``put_command``'s common case with the lookups bound once; a SET outside
+        it (a new bucket, an expiring or indexed key, watchers) goes through ``put_command``.
+        """
+        if journal is None or self._watched or self._indexes or self._sorted:
+            for bucket, key, value in sets:
+                self.put_command(bucket, key, value, journal)
+            return
+        journal.close_group()
+        buckets = self._buckets
+        note_undo = journal.undo.append
+        note_record = journal.records.append
+        for bucket, key, value in sets:
+            found = buckets.get(bucket)
+            old = found.get(key) if found is not None else None
+            if found is None or not (old is None or type(old) is bytes):
+                self.put_command(bucket, key, value, journal)  # closes its own group
+                continue
+            found[key] = value
+            if old is None:
+                self._keys += 1
+            note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
+            note_record([_new_tuple(Put, (bucket, key, value, None))])
+
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
         """Delete the key if it exists (expired or not); whether it did."""
         found = self._buckets.get(bucket)

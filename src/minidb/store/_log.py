@@ -20,6 +20,9 @@ class CommitLog(Protocol):
     def append(self, record: bytes) -> None:
         """Add one record: the encoded operations of one write (``minidb.wal.encode_ops``)."""
 
+    def append_all(self, records: list[bytes]) -> None:
+        """``append`` each of ``records`` in order (the owner buffers a whole group at once)."""
+
     def sync(self) -> None:
         """Make everything appended so far durable; raise ``OSError`` if that failed."""
 
@@ -63,6 +66,9 @@ class NullLog:
     """A log that keeps nothing: writes are acknowledged once applied in memory."""
 
     def append(self, record: bytes) -> None:
+        pass
+
+    def append_all(self, records: list[bytes]) -> None:
         pass
 
     def sync(self) -> None:
@@ -114,6 +120,10 @@ class MemoryLog:
             code, self.fail_append = self.fail_append, 0
             raise OSError(code, os.strerror(code))
         self.appended.append(record)
+
+    def append_all(self, records: list[bytes]) -> None:
+        for record in records:
+            self.append(record)
 
     def sync(self) -> None:
         if self.fail_sync:

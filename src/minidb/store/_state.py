@@ -155,6 +155,34 @@ class StoreState:
         self._invalid += 1
         return error_reply(request.reason)
 
+    def execute_all(
+        self, requests: list[Request], journal: OpJournal | None, now_ms: int
+    ) -> list[bytes]:
+        """``execute`` each of one connection's batch of requests, in order; their replies.
+
+        A run of SETs (what a pipelined bulk load sends) goes to the keyspace as one
+        ``put_commands`` call: each SET is still its own journal group, so its own log record,
+        exactly as ``execute`` would note it; the replies are all ``OK``.
+        """
+        replies: list[bytes] = []
+        execute = self.execute
+        size = len(requests)
+        at = 0
+        while at < size:
+            if type(requests[at]) is not Set:
+                replies.append(execute(requests[at], journal, now_ms))
+                at += 1
+                continue
+            end = at + 1
+            while end < size and type(requests[end]) is Set:
+                end += 1
+            run = requests if at == 0 and end == size else requests[at:end]
+            self.keyspace.put_commands(run, journal)  # type: ignore[arg-type]
+            self._sets += end - at
+            replies += [OK] * (end - at)
+            at = end
+        return replies
+
     def rollback(self, journal: OpJournal) -> None:
         """Take back every change noted in ``journal``, newest first."""
         self.keyspace.rollback(journal)

@@ -23,6 +23,7 @@ from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 from minidb.wal._payload import (
     PayloadError,
     decode_ops,
+    encode_groups,
     encode_ops,
     encode_put,
     encode_remove,
@@ -55,6 +56,7 @@ __all__ = [
     "WalStatistics",
     "decode_count",
     "decode_ops",
+    "encode_groups",
     "encode_ops",
     "encode_put",
     "encode_remove",

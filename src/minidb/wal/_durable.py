@@ -66,7 +66,12 @@ from minidb.wal._files import (
     snapshot_name,
     write_atomically,
 )
-from minidb.wal._format import FILE_HEADER_SIZE, FORMAT_VERSION, encode_end, encode_record
+from minidb.wal._format import (
+    FILE_HEADER_SIZE,
+    FORMAT_VERSION,
+    encode_end,
+    encode_records,
+)
 from minidb.wal._fs import active
 from minidb.wal._manifest import Manifest
 from minidb.wal._ops import Op
@@ -251,23 +256,33 @@ class DurableLog:
         """Buffer one record, an encoded payload (``encode_ops``); nothing is durable until
         ``sync``.
 
-        Raises ``WalError`` if the log is not open or has failed, and ``OSError`` for an
-        injected write failure (after which the log has failed).
+        Raises ``WalError`` if the log is not open or has failed, or the record is too long
+        (refused, the log is fine), and ``OSError`` for an injected write failure (after which
+        the log has failed).
+        """
+        self.append_all([record])
+
+    def append_all(self, records: list[bytes]) -> None:
+        """``append`` each of ``records``, in order, as one call: the owner's way to buffer a
+        whole group (one check of the log's state, one framing loop).
+
+        Raises like ``append``; a record too long refuses the whole call (nothing buffered).
         """
         self._writable()
         if _failpoints.ACTIVE:
-            try:
-                _failpoints.hit("wal.append")
-            except OSError as exc:
-                self._fail(exc)
-                raise
+            for _ in records:
+                try:
+                    _failpoints.hit("wal.append")
+                except OSError as exc:
+                    self._fail(exc)
+                    raise
         try:
-            framed = encode_record(self._next_number, record)
-        except ValueError as exc:  # too long: this record is refused, the log is fine
+            framed = encode_records(self._next_number, records)
+        except ValueError as exc:  # too long: these records are refused, the log is fine
             raise WalError(str(exc), path=self.directory) from None
-        self._buffer.append(framed)
-        self._next_number += 1
-        self._appends += 1
+        self._buffer += framed
+        self._next_number += len(framed)
+        self._appends += len(framed)
 
     def sync(self) -> None:
         """Write every appended record and fdatasync once; return only when they are durable.

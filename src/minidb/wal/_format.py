@@ -179,6 +179,30 @@ def encode_record(
     return _V1_RECORD_HEADER.pack(length, crc, rtype) + payload
 
 
+def encode_records(first_number: int, payloads: list[bytes]) -> list[bytes]:
+    """Frame ``payloads`` as DATA records numbered from ``first_number``, in order: what
+    ``encode_record`` gives for each, in one call (the owner frames a whole group at once, so
+    the per-record cost is only the packing and checksums, not a call and its checks).
+
+    Raises ``ValueError`` if a payload is over ``MAX_PAYLOAD_BYTES`` (nothing is returned).
+    """
+    rtype = int(RecordType.DATA)  # a plain int packs faster than the enum member
+    pack_head, pack_number, pack_crcs, extend = (
+        _pack_length_and_type, _pack_number_and_type, _pack_crcs, _crc32c_extend,
+    )  # fmt: skip
+    framed = []
+    number = first_number
+    for payload in payloads:
+        length = len(payload)
+        if length > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"record payload of {length} bytes exceeds {MAX_PAYLOAD_BYTES}")
+        head = pack_head(length, rtype)
+        crc = extend(0, pack_number(number, rtype) + payload)
+        framed.append(head + pack_crcs(extend(0, head), crc) + payload)
+        number += 1
+    return framed
+
+
 def encode_end(number: int, count: int, version: int = FORMAT_VERSION) -> bytes:
     """The END record that closes a snapshot, a manifest or a (version-2) segment the log
     moved on from, holding ``count`` DATA records."""
