@@ -16,6 +16,9 @@ import pytest
 from minidb.runtime._top import format_duration, header_lines, parse_address, task_rows
 
 PROCESS_TIMEOUT_S = 20.0
+LIVE_VIEW_DEADLINE_S = 60.0
+"""Seconds for `minidb top` in tmux to start and draw two different frames (an interpreter
+start and imports on a loaded machine)."""
 """Real seconds any child process of these tests may take."""
 
 # A small process of its own: a wheel loop with introspection on, three named tasks, and
@@ -140,7 +143,7 @@ def test_top_live_view_in_tmux(target: str, tmp_path: Path) -> None:
         env=env,
     )
     try:
-        deadline = time.monotonic() + PROCESS_TIMEOUT_S
+        deadline = time.monotonic() + LIVE_VIEW_DEADLINE_S
         frames: list[str] = []
         while time.monotonic() < deadline:
             screen = subprocess.run(
