@@ -135,7 +135,10 @@ def test_top_live_view_in_tmux(target: str, tmp_path: Path) -> None:
     socket_name = f"minidb-top-test-{uuid.uuid4().hex[:8]}"  # a private tmux server
     command = f"{sys.executable} -m minidb top {target} --interval 0.1"
     base = [tmux, "-L", socket_name]
-    env = {**os.environ, "TERM": "xterm-256color"}
+    # The pane's size is the terminal's: a LINES/COLUMNS inherited from the test runner (pytest
+    # workers set 24x80) would make rich draw for that size instead of the 160x40 pane.
+    env = {k: v for k, v in os.environ.items() if k not in ("LINES", "COLUMNS")}
+    env["TERM"] = "xterm-256color"
     subprocess.run(
         [*base, "new-session", "-d", "-x", "160", "-y", "40", command],
         check=True,
