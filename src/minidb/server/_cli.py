@@ -76,6 +76,11 @@ def register(subparsers: Any) -> None:
         metavar="BYTES", help="write a snapshot after this much log (default 64 MiB)",
     )
     parser.add_argument(
+        "--checkpoint-growth", type=float, default=defaults.DEFAULT_CHECKPOINT_GROWTH,
+        metavar="RATIO",
+        help="...and not before the log is RATIO times the last snapshot (default 1; 0: off)",
+    )
+    parser.add_argument(
         "--commit-delay", type=int, default=defaults.DEFAULT_COMMIT_DELAY_US,
         metavar="MICROSECONDS",
         help="let a writing batch wait this long for more requests before its sync",
@@ -154,6 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
             grace=args.grace,
             metrics_port=args.metrics_port,
             checkpoint_bytes=args.checkpoint_bytes,
+            checkpoint_growth=args.checkpoint_growth,
             commit_delay_us=args.commit_delay,
             sync_in=args.sync_in,
             resp_port=args.resp_port,

@@ -39,6 +39,11 @@ DEFAULT_GRACE_S = 10.0
 """How long a graceful shutdown waits for in-flight work before dropping it."""
 DEFAULT_CHECKPOINT_BYTES = 64 * 1024 * 1024
 """Log bytes written since the last checkpoint that trigger the next (the WAL's own default)."""
+DEFAULT_CHECKPOINT_GROWTH = 1.0
+"""...and not before the log since it is this many times the last snapshot's size (the WAL's
+own default, Redis's auto-aof-rewrite-percentage 100): the rewriting stays proportional to the
+data, not to its square."""
+MAX_CHECKPOINT_GROWTH = 100.0
 DEFAULT_COMMIT_DELAY_US = 0
 """Microseconds a writing group waits for more requests before its sync (Postgres's
 commit_delay); 0: sync at once."""
@@ -76,6 +81,7 @@ class ServerConfig:
     grace: float = DEFAULT_GRACE_S
     metrics_port: int | None = None
     checkpoint_bytes: int = DEFAULT_CHECKPOINT_BYTES
+    checkpoint_growth: float = DEFAULT_CHECKPOINT_GROWTH
     commit_delay_us: int = DEFAULT_COMMIT_DELAY_US
     sync_in: str = "loop"
     resp_port: int | None = None
@@ -124,6 +130,8 @@ class ServerConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1")
+        if not (0 <= self.checkpoint_growth <= MAX_CHECKPOINT_GROWTH):
+            raise ConfigError(f"--checkpoint-growth must be 0-{MAX_CHECKPOINT_GROWTH:g}")
         if self.output_hard_limit < self.output_soft_limit:
             raise ConfigError("--output-hard-limit must be at least --output-soft-limit")
         if not 0 <= self.commit_delay_us <= MAX_COMMIT_DELAY_US:

@@ -81,7 +81,10 @@ def open_store(config: ServerConfig, now_ms: int | None = None) -> tuple[StoreSt
     """
     started = time.perf_counter()
     try:
-        log, replay = open_log(config.data_dir, checkpoint_bytes=config.checkpoint_bytes)
+        log, replay = open_log(
+            config.data_dir, checkpoint_bytes=config.checkpoint_bytes,
+            checkpoint_growth=config.checkpoint_growth,
+        )
     except OSError as exc:
         raise WalError(f"cannot open the data dir: {exc}", path=str(config.data_dir)) from exc
     if now_ms is None:
