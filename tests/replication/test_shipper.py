@@ -112,7 +112,7 @@ def test_checkpoints_keep_unshipped_files_until_shipped(tmp_path: Path) -> None:
         await conn.close()
         await store.close()
 
-    run_server(_config(tmp_path, checkpoint_bytes=4096), body)
+    run_server(_config(tmp_path, checkpoint_bytes=4096, checkpoint_growth=0), body)
 
 
 def test_restart_continues_without_takeover_and_ships_a_complete_chain(tmp_path: Path) -> None:
@@ -167,7 +167,7 @@ def test_shipped_objects_are_created_never_overwritten(tmp_path: Path) -> None:
                 assert await conn.request(f"SET b k{i} {'y' * 30}") == "OK"
             await conn.close()
 
-        run_server(_config(tmp_path, checkpoint_bytes=4096), body)
+        run_server(_config(tmp_path, checkpoint_bytes=4096, checkpoint_growth=0), body)
         run_server(_config(tmp_path), lambda s: asyncio.sleep(0))
     finally:
         mp.undo()

@@ -23,6 +23,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from minidb.errors import ConfigError
+from minidb.server import ServerConfig
 from tests.server.conftest import IO_TIMEOUT_S, LineClient, ServeFactory, ServerProcess
 
 SEGMENT_0 = "wal-0000000000000000.log"
@@ -559,3 +561,10 @@ def test_durability_expiry_is_replayed_after_kill_9(serve: ServeFactory, tmp_pat
     assert 1000 - math.ceil(elapsed) - 1 <= int(ttl.split()[1]) <= 1000, (ttl, elapsed)
     assert conn.request("TTL users kept") == "VALUE -1"
     assert conn.request("TTL users missing") == "NIL"
+
+
+@pytest.mark.parametrize("growth", [-0.5, 100.5, math.nan, math.inf])
+def test_durability_checkpoint_growth_out_of_range_is_refused(growth: float) -> None:
+    """--checkpoint-growth outside 0-100 (or not a number) is a ConfigError naming the flag."""
+    with pytest.raises(ConfigError, match="--checkpoint-growth must be 0-100"):
+        ServerConfig(checkpoint_growth=growth)

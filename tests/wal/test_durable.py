@@ -137,6 +137,60 @@ def test_durable_log_wants_checkpoint_after_checkpoint_bytes(data_dir: pathlib.P
     log.close()
 
 
+def test_durable_log_waits_for_history_as_large_as_the_last_snapshot(
+    data_dir: pathlib.Path,
+) -> None:
+    """Past ``checkpoint_bytes``, the next checkpoint also waits until the log since the last
+    one is as large as that snapshot (growth 1), also after a reopen; growth 0 does not wait."""
+    big_snapshot = [rec(f"SET b k{i} {'v' * 50}".encode()) for i in range(100)]
+    log, _ = open_log(data_dir, checkpoint_bytes=500)
+    log.append(rec(b"SET b k " + b"v" * 50))
+    log.sync()
+    log.checkpoint(big_snapshot)
+    snapshot_bytes = os.path.getsize(data_dir / "snapshot-0000000000000001.snap")
+    assert snapshot_bytes > 5_000
+    written = 0
+    while not log.wants_checkpoint():
+        log.append(rec(b"SET b k " + b"v" * 50))
+        log.sync()
+        written = log.statistics().log_bytes
+        assert written < 2 * snapshot_bytes, "the trigger follows the snapshot"
+    assert written >= snapshot_bytes
+    log.close()
+    reopened, replay = open_log(data_dir, checkpoint_bytes=500)
+    for _ in replay:
+        pass
+    assert reopened.statistics().log_bytes >= snapshot_bytes  # the history is still there
+    assert reopened.wants_checkpoint()
+    reopened.close()
+    fixed, replay = open_log(data_dir, checkpoint_bytes=500, checkpoint_growth=0)
+    for _ in replay:
+        pass
+    fixed.checkpoint(big_snapshot)
+    for _ in range(12):  # about 800 bytes: past checkpoint_bytes, far below the snapshot
+        fixed.append(rec(b"SET b k " + b"v" * 50))
+        fixed.sync()
+    assert fixed.wants_checkpoint()
+    fixed.close()
+
+
+def test_durable_log_reopened_remembers_the_snapshot_size(data_dir: pathlib.Path) -> None:
+    """A reopened log with a large snapshot and a little history does not want a checkpoint
+    (the size comes from the snapshot file, not from this process's memory)."""
+    log, _ = open_log(data_dir, checkpoint_bytes=500)
+    log.checkpoint([rec(f"SET b k{i} {'v' * 50}".encode()) for i in range(100)])
+    log.close()
+    reopened, replay = open_log(data_dir, checkpoint_bytes=500)
+    for _ in replay:
+        pass
+    for _ in range(12):
+        reopened.append(rec(b"SET b k " + b"v" * 50))
+        reopened.sync()
+    assert reopened.statistics().log_bytes >= 500
+    assert not reopened.wants_checkpoint()
+    reopened.close()
+
+
 def test_durable_log_replays_checkpoint_then_later_writes(data_dir: pathlib.Path) -> None:
     """After a checkpoint and more writes, replay is the snapshot and then the newer records."""
     log, _ = open_log(data_dir, segment_bytes=200)
