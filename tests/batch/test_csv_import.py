@@ -322,3 +322,68 @@ def test_hostile_bytes_agree_with_the_stdlib_reader_on_good_rows(data: bytes) ->
     except (UnicodeDecodeError, csv.Error):
         return
     assert [[c.decode() for c in r[1:]] for r in good] == theirs[1:]
+
+
+class _ByteLevelReader(ImportReader):
+    """The reader with its line-level fast paths off: every byte takes the state machine."""
+
+    def _fast_rows(self, data: bytes, i: int, out: list[Row]) -> int:
+        return i
+
+
+def _outcome(reader: ImportReader, data: bytes) -> object:
+    try:
+        return [*reader.feed(data), *reader.close()]
+    except CsvError as exc:
+        return (exc.code, exc.line)
+
+
+quoted_values = st.text(alphabet='ab ,;"\'xé', max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(names, names, quoted_values), max_size=12),
+    st.sampled_from(["\r\n", "\n"]),
+    st.sampled_from([csv.QUOTE_MINIMAL, csv.QUOTE_ALL, csv.QUOTE_NONNUMERIC]),
+)
+def test_quoted_rows_read_the_same_by_line_and_by_byte(
+    cells: list[tuple[str, str, str]], terminator: str, quoting: int
+) -> None:
+    """Rows with quoted fields (commas, doubled quotes, any quoting style) read exactly as
+    the byte-level state machine reads them, and as the cells written."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator=terminator, quoting=quoting)
+    writer.writerow(["bucket", "key", "value"])
+    writer.writerows(cells)
+    data = buffer.getvalue().encode()
+    fast = _outcome(ImportReader(), data)
+    assert fast == _outcome(_ByteLevelReader(), data)
+    assert [(r.bucket, r.key, r.value) for r in fast] == [  # type: ignore[union-attr]
+        tuple(c.encode() for c in row) for row in cells
+    ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(hostile)
+def test_hostile_bytes_read_the_same_by_line_and_by_byte(data: bytes) -> None:
+    """On any bytes, the line-level fast paths give exactly the byte-level outcome (rows with
+    their lines and reasons, or the same structural error)."""
+    assert _outcome(ImportReader(), data) == _outcome(_ByteLevelReader(), data)
+
+
+def test_quoted_row_fast_path_keeps_bad_rows_and_line_numbers() -> None:
+    """A quoted row with a stray quote, one spanning two lines, and good quoted rows around
+    them: reasons and starting lines are those of the byte-level reader."""
+    data = (
+        HEAD + b'b,k1,"a,""b"""\n'
+        b'b,k2,"x"y\n'
+        b'b,k3,"two\nlines"\n'
+        b'"b","k4",""\r\n'
+    )
+    got = _outcome(ImportReader(), data)
+    assert got == _outcome(_ByteLevelReader(), data)
+    assert [(r.line, getattr(r, "reason", None)) for r in got] == [  # type: ignore[union-attr]
+        (2, None), (3, "stray_quote"), (4, "value_has_newline"), (6, None),
+    ]
+    assert got[0].value == b'a,"b"'  # type: ignore[index,union-attr]

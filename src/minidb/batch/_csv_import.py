@@ -11,8 +11,13 @@ are only counted), and the rows returned are those of one chunk.
 Why a byte-level reader rather than ``csv.reader`` over a text wrapper: exact 1-based line
 numbers of where a row starts (newlines inside quoted fields counted), a UTF-8 error that makes
 *one row* bad instead of raising out of the decoder for the whole file, and a field bound that
-fails fast. The scanner jumps between special bytes with ``bytes.find`` and a regex, and rows
-without quotes or CRs take a split-based fast path, so the per-byte work is in C.
+fails fast. The scanner jumps between special bytes with ``bytes.find`` and a regex, and whole
+lines take fast paths whose per-byte work is in C: a common good row (name, name, plain or
+quoted value) is one ``_GOOD_ROW`` match, any other row of three plain or quoted fields one
+``_QUOTED_ROW`` match, a row without quotes one ``split``; whatever they do not match takes the
+byte-level state machine, which is the reference (a property test holds the fast paths to its
+results on any bytes). Measured on ``bench/batch_import.py``'s rows (nearly every value is
+quoted): 9.75 us of CPU per row with only the split path, 2.8 us with the two matches.
 
 Rules, with the stable codes a caller reports:
 
@@ -61,6 +66,21 @@ _NAME = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _SPECIAL = re.compile(rb'[,"\r\n]')
 _ROW_SPECIAL = re.compile(rb'["\r\n]')
 _LONG_RUN = re.compile(rb'[^,"\r\n]{%d}' % (MAX_FIELD_BYTES + 1))
+# One whole row of exactly three fields, each plain (no quote, comma, CR or LF) or quoted (any
+# bytes but CR and LF inside, a quote written twice), ending in LF or CRLF: what a CSV writer
+# makes of free text. Each field is one group pair (plain, quoted); the quoted body is matched
+# by the unrolled loop ``[^"]*(?:""[^"]*)*``, so the engine never backtracks per byte.
+_CELL = rb'(?:([^,"\r\n]*)|"([^"\r\n]*(?:""[^"\r\n]*)*)")'
+_QUOTED_ROW = re.compile(_CELL + b"," + _CELL + b"," + _CELL + rb"\r?\n")
+# The common good row in one match: a plain bucket and key that are names, and a plain or
+# quoted value without CR, LF or NUL. What it matches needs only the value's length and UTF-8
+# checked (``_check_row``'s other rules hold by construction); anything else takes the paths
+# above, which give every reason.
+_NAME_CELL = rb"([A-Za-z0-9_.:/-]{1,%d})" % MAX_NAME_CHARS
+_GOOD_ROW = re.compile(
+    _NAME_CELL + b"," + _NAME_CELL
+    + rb',(?:([^,"\r\n\x00]*)|"([^"\r\n\x00]*(?:""[^"\r\n\x00]*)*)")\r?\n'
+)
 _QUOTE, _COMMA, _LF, _CR = 0x22, 0x2C, 0x0A, 0x0D
 
 
@@ -264,15 +284,47 @@ class ImportReader:
         return not (self._row_started or self._field or self._nfields or self._after_quote)
 
     def _fast_rows(self, data: bytes, i: int, out: list[Row]) -> int:
-        """Whole lines without quotes or bare CRs, split in C; returns where it stopped."""
+        """Whole lines without bare CRs, split in C: lines without quotes by ``split``, rows of
+        three plain or quoted fields by one ``_QUOTED_ROW`` match; anything else (a quoted
+        field spanning lines, a stray quote, a bare CR, a field too long) stops here and takes
+        the byte-level path, which decides every error. Returns where it stopped."""
+        match_quoted = _QUOTED_ROW.match
+        match_good = _GOOD_ROW.match
         while True:
             j = data.find(b"\n", i)
             if j < 0:
                 return i
+            if self._header_done and (row := match_good(data, i)) is not None:
+                # (No class of the pattern takes a LF: the match ends at this line's.)
+                bucket, key, value, quoted = row.groups()
+                if value is None:
+                    value = quoted.replace(b'""', b'"')
+                if len(value) <= MAX_VALUE_BYTES and value.isascii():
+                    out.append(GoodRow(self._line, bucket, key, value))
+                    self._good += 1
+                    self._line += 1
+                    self._row_line = self._line
+                    i = j + 1
+                    continue
             line = data[i:j]
             if line.endswith(b"\r"):
                 line = line[:-1]
-            if b'"' in line or b"\r" in line:
+            if b'"' in line:
+                row = match_quoted(data, i)
+                if row is None or len(line) > MAX_FIELD_BYTES:
+                    return i  # (a long line may hold a field too long: the slow path says)
+                bucket, quoted_bucket, key, quoted_key, value, quoted_value = row.groups()
+                cells = [
+                    bucket if bucket is not None else quoted_bucket.replace(b'""', b'"'),
+                    key if key is not None else quoted_key.replace(b'""', b'"'),
+                    value if value is not None else quoted_value.replace(b'""', b'"'),
+                ]
+                self._emit(cells, EXPECTED_FIELDS, None, self._line, out)
+                self._line += 1
+                self._row_line = self._line
+                i = j + 1
+                continue
+            if b"\r" in line:
                 return i
             if line.count(b",") >= EXPECTED_FIELDS:  # a bad row: count, do not split
                 if _LONG_RUN.search(line) is not None:
