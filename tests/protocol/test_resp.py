@@ -577,3 +577,38 @@ def test_decoder_agrees_with_the_reference_model(
     except RespProtocolError as caught:
         error = caught.reason
     assert (out, error) == (expected, expected_error)
+
+
+def test_decoder_read_arriving_while_empty_keeps_every_byte_accounted() -> None:
+    """A read fed to an empty decoder (kept whole for one scan) counts in ``buffered`` until
+    taken; a command and a half take the general path; two reads before a take lose nothing;
+    a limit smaller than the read's commands leaves the rest buffered."""
+    half = GET[:3]  # within its first line: nothing of it is parsed yet
+    decoder = RespDecoder()
+    decoder.feed(SET + half)
+    assert decoder.buffered == len(SET) + len(half)
+    assert decoder.next_commands() == [[b"SET", b"key:__rand_int__", b"xxx"]]
+    assert decoder.buffered == len(half)
+    decoder.feed(GET[3:])
+    assert decoder.next_commands() == [[b"GET", b"key:__rand_int__"]]
+    assert decoder.buffered == 0
+    decoder.feed(GET)
+    decoder.feed(SET)
+    assert decoder.buffered == len(GET) + len(SET)
+    assert decoder.next_commands(1) == [[b"GET", b"key:__rand_int__"]]
+    assert decoder.buffered == len(SET)
+    assert decoder.next_commands() == [[b"SET", b"key:__rand_int__", b"xxx"]]
+    decoder.feed(GET * 3)
+    assert decoder.next_commands(2) == [[b"GET", b"key:__rand_int__"]] * 2
+    assert decoder.buffered == len(GET)
+    assert decoder.statistics().commands == 6
+    assert decoder.statistics().bytes_fed == len(SET) * 2 + len(GET) * 5
+
+
+def test_decoder_inline_command_in_a_read_arriving_while_empty() -> None:
+    """An inline request in a fresh read (which the C scan leaves) is still decoded."""
+    decoder = RespDecoder()
+    decoder.feed(b"PING\r\n")
+    assert decoder.next_commands() == [[b"PING"]]
+    decoder.feed(GET + b"PING\r\n")
+    assert decoder.next_commands() == [[b"GET", b"key:__rand_int__"], [b"PING"]]

@@ -59,7 +59,8 @@ def test_s3_outage_delays_no_write_and_loses_nothing(
     bucket = s3rig.server.new_bucket()
     config = ServerConfig(
         port=0, data_dir=tmp_path / "data", replicate_to=f"s3://{bucket}/db",
-        s3_endpoint=proxy.endpoint, ship_interval=SHIP_INTERVAL_S, checkpoint_bytes=8192, checkpoint_growth=0,
+        s3_endpoint=proxy.endpoint, ship_interval=SHIP_INTERVAL_S, checkpoint_bytes=8192,
+        checkpoint_growth=0,
     )
 
     async def body(server: Server) -> None:

@@ -121,7 +121,8 @@ def test_server_with_retain_count_sweeps_old_snapshots(tmp_path: Path) -> None:
             assert await conn.request(f"SET b k{i} {'z' * 40}") == "OK"
         await conn.close()
 
-    config = ServerConfig(port=0, data_dir=tmp_path / "data", checkpoint_bytes=4096, checkpoint_growth=0,
+    config = ServerConfig(port=0, data_dir=tmp_path / "data", checkpoint_bytes=4096,
+                          checkpoint_growth=0,
                           replicate_to=f"file:{tmp_path / 'objects'}", ship_interval=0.1,
                           retain="1")
     run_server(config, body)

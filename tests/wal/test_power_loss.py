@@ -253,7 +253,9 @@ def crash_trial(
     outcome = Outcome() if outcome is None else outcome
     outcome.trials += 1
     shutil.rmtree(directory, ignore_errors=True)
-    config = ServerConfig(data_dir=directory, checkpoint_bytes=CHECKPOINT_BYTES, checkpoint_growth=0)
+    config = ServerConfig(
+        data_dir=directory, checkpoint_bytes=CHECKPOINT_BYTES, checkpoint_growth=0
+    )
     model = Model()
     notes: list[str] = []
     try:
@@ -302,7 +304,9 @@ def operations_of_a_round(directory: pathlib.Path, seed: int) -> int:
     """How many operations a first round makes when the power stays on."""
     shutil.rmtree(directory, ignore_errors=True)
     fs = CrashFS(directory)
-    config = ServerConfig(data_dir=directory, checkpoint_bytes=CHECKPOINT_BYTES, checkpoint_growth=0)
+    config = ServerConfig(
+        data_dir=directory, checkpoint_bytes=CHECKPOINT_BYTES, checkpoint_growth=0
+    )
     run_round(config, fs, Model(), workload(seed * 1000), Outcome(), seed % 2 == 1)
     fs.power_loss()
     return fs.operations

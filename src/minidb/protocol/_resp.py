@@ -168,6 +168,7 @@ class RespDecoder:
         "_commands",
         "_error",
         "_fast",
+        "_fresh",
         "_left",
         "_li",
         "_lines",
@@ -220,6 +221,7 @@ class RespDecoder:
         self._argv_bytes = 0
         self._overflow = False
         self._error: RespProtocolError | None = None
+        self._fresh: bytes | None = None  # a read kept whole while nothing else is held
         self._commands = 0
         self._bytes_fed = 0
 
@@ -231,6 +233,8 @@ class RespDecoder:
         rest = sum(map(len, islice(lines, li, None))) + 2 * (len(lines) - li - 1)
         if self._raw is not None:
             rest += len(self._raw) - self._pos
+        if self._fresh is not None:
+            rest += len(self._fresh)
         return rest + self._chunks_len + self._argv_bytes
 
     @property
@@ -253,6 +257,8 @@ class RespDecoder:
             return
         if type(data) is not bytes:
             data = bytes(data)
+        if self._fresh is not None:
+            self._spill_fresh()
         if self._merged + self._argv_bytes + self._chunks_len + size > self._max_buffer:
             self._merge()  # drop what was consumed; the bound is on what is really held
             if self._merged + self._argv_bytes + size > self._max_buffer:
@@ -260,6 +266,18 @@ class RespDecoder:
                 self._ready = True
                 return
         self._bytes_fed += size
+        if (
+            _scan_raw is not None
+            and not self._chunks
+            and self._raw is None
+            and self._argv is None
+            and self._li == len(self._lines) - 1
+            and not self._lines[-1]
+        ):
+            # Nothing held: keep the read whole for ``next_commands`` to try in one C scan
+            # (the read of a client that waits for each reply, ``redis-benchmark -P 1``).
+            self._fresh = data
+            return
         self._chunks.append(data)
         self._chunks_len += size
         if not self._ready and (
@@ -275,6 +293,18 @@ class RespDecoder:
         if self._error is not None:
             raise self._error
         out: list[list[bytes]] = []
+        fresh = self._fresh
+        if fresh is not None:
+            # A read that came while nothing was held: when it is nothing but plainly valid
+            # commands, at most ``limit``, one C call decodes it and nothing is stored.
+            self._fresh = None
+            assert _scan_raw is not None  # (only kept when the accelerator is there)
+            if _scan_raw(fresh, 0, out, limit, self._max_count, self._max_bulk) == len(fresh):
+                self._commands += len(out)
+                return out
+            out.clear()  # anything else: the general path decodes it from the start
+            self._fresh = fresh
+            self._spill_fresh()
         while True:
             if self._ready:
                 self._merge()
@@ -289,6 +319,15 @@ class RespDecoder:
         return out
 
     # -- internals ------------------------------------------------------------------------
+
+    def _spill_fresh(self) -> None:
+        """Hand a read kept whole to the general path, as ``feed`` would have taken it."""
+        fresh = self._fresh
+        assert fresh is not None
+        self._fresh = None
+        self._chunks.append(fresh)
+        self._chunks_len += len(fresh)
+        self._ready = True
 
     def _merge(self) -> None:
         lines = self._lines
