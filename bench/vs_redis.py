@@ -10,11 +10,18 @@ everysec       ``--appendonly yes --appendfsync everysec`` ``--fsync everysec``
 no             ``--appendonly yes --appendfsync no``       ``--fsync no``
 =============  ==========================================  =================================
 
-(``--save ''`` for Redis throughout: no RDB snapshots.) If this minidb has no ``--fsync``
-flag, only the ``always`` row is run, since minidb's default syncs every group, and the table
-says so. Each cell is ``redis-benchmark -t set,get -n N -c 50 -P depth --csv``; the servers are
-run interleaved (Redis, minidb, Redis, minidb ...) for ``--rounds`` rounds and the median is
-printed with the ratio minidb / Redis, plus WAL appends per fdatasync from minidb's /metrics.
+(``--save ''`` for Redis throughout: no RDB snapshots.) Two more peers run the same matrix
+in the same policies, interleaved with the others: ``asyncio`` and ``uvloop``, a naive RESP
+server (``bench/_naive_resp.py``: a ``Protocol``, a dict, one write per read, a per-turn group
+commit) on stock asyncio and on uvloop. They are the ceiling of CPython on this machine: what
+a server without minidb's data owner, admission control, timeouts, metrics and log format
+reaches, so the table shows how far each Redis ratio is from what Python can do at all.
+
+If this minidb has no ``--fsync`` flag, only the ``always`` row is run, since minidb's default
+syncs every group, and the table says so. Each cell is ``redis-benchmark -t set,get -n N -c 50
+-P depth --csv``; the servers are run interleaved (Redis, minidb, asyncio, uvloop, Redis ...)
+for ``--rounds`` rounds and the median is printed with the ratio to Redis, plus WAL appends per
+fdatasync from minidb's /metrics.
 
 Run: ``PYTHONPATH=src python bench/vs_redis.py [--requests 100000] [--rounds 3]`` (build the C
 accelerators first: ``python setup.py build_ext --inplace``).
@@ -102,6 +109,27 @@ def start_redis(policy: str) -> Peer:
     return Peer("redis", proc, port, data)
 
 
+NAIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_naive_resp.py")
+PEERS = ("redis", "minidb", "asyncio", "uvloop")
+
+
+def start_naive(policy: str, flavour: str) -> Peer:
+    data = tempfile.TemporaryDirectory(prefix=f"vs-{flavour}-")
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, NAIVE, str(port), data.name, policy, flavour],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    wait_port(port, proc)
+    return Peer(flavour, proc, port, data)
+
+
+def start_peer(name: str, policy: str, with_fsync: bool) -> Peer:
+    if name == "redis":
+        return start_redis(policy)
+    if name == "minidb":
+        return start_minidb(policy, with_fsync)
+    return start_naive(policy, name)
+
+
 def minidb_has_fsync() -> bool:
     command = [sys.executable, "-m", "minidb", "serve", "--help"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
@@ -139,7 +167,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policies", default=",".join(POLICIES))
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help="servers to run (redis and minidb always)")  # fmt: skip
     args = parser.parse_args()
+    peers = ["redis", "minidb", *(p for p in args.peers.split(",") if p not in ("redis", "minidb"))]
+    if "uvloop" in peers:
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            print("# uvloop is not installed (pip install '.[bench]'): its column is left out")
+            peers.remove("uvloop")
     for tool in ("redis-server", "redis-benchmark"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (Debian: redis-server, redis-tools)")
@@ -150,8 +187,8 @@ def main() -> None:
     per_sync: dict[tuple[str, int], list[float]] = {}
     for policy in policies:
         for _ in range(args.rounds):
-            for name in ("redis", "minidb"):
-                peer = start_redis(policy) if name == "redis" else start_minidb(policy, with_fsync)
+            for name in peers:
+                peer = start_peer(name, policy, with_fsync)
                 try:
                     for depth in DEPTHS:
                         before = peer.wal_figures() if peer.metrics_port else (0.0, 0.0)
@@ -171,14 +208,20 @@ def main() -> None:
     if not with_fsync:
         print("# this minidb has no --fsync flag: its default (sync every group) vs "
               "appendfsync always only")
+    naive = peers[2:]
     print(f"{'policy':<9} {'depth':>5} {'test':<4} {'redis':>10} {'minidb':>10} {'ratio':>6}"
-          f" {'appends/sync':>12}")  # fmt: skip
+          + "".join(f" {n:>9} {n[:5] + '/r':>7}" for n in naive)
+          + f" {'appends/sync':>12}")  # fmt: skip
     for (policy, depth, test), by in sorted(results.items()):
         redis_rps = statistics.median(by["redis"])
         minidb_rps = statistics.median(by["minidb"])
         appends = statistics.median(per_sync.get((policy, depth), [float("nan")]))
+        others = "".join(
+            f" {statistics.median(by[n]):>9.0f} {statistics.median(by[n]) / redis_rps:>7.2f}"
+            for n in naive
+        )
         print(f"{policy:<9} {depth:>5} {test:<4} {redis_rps:>10.0f} {minidb_rps:>10.0f} "
-              f"{minidb_rps / redis_rps:>6.2f} {appends:>12.1f}")  # fmt: skip
+              f"{minidb_rps / redis_rps:>6.2f}{others} {appends:>12.1f}")  # fmt: skip
 
 
 if __name__ == "__main__":
