@@ -174,6 +174,18 @@ async def test_list_prefix_and_start_after_filter(store: ObjectStore) -> None:
     assert [e.key for e in page.entries] == ["q/1", "q/2", "q/3", "qq"]
 
 
+async def test_list_every_follows_the_pages(store: ObjectStore) -> None:
+    """``list_every`` returns what paging by hand returns: every key under the prefix after
+    ``start_after``, ascending, whatever the page size."""
+    for key in ["p/1", "p/2", "p/3", "p/4", "p/5", "px"]:
+        await store.put(key, b"")
+    every = await store.list_every("p/", page_size=2)
+    assert [e.key for e in every] == ["p/1", "p/2", "p/3", "p/4", "p/5"]
+    after = await store.list_every("p/", start_after="p/2", page_size=2)
+    assert [e.key for e in after] == ["p/3", "p/4", "p/5"]
+    assert [e.key for e in await store.list_every("none/")] == []
+
+
 # -- races -------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,7 @@ The semantics each backend must give (and the contract suite checks) are in docs
 from __future__ import annotations
 
 import abc
+import builtins
 import dataclasses
 from collections.abc import AsyncIterable, AsyncIterator
 from types import TracebackType
@@ -170,6 +171,19 @@ class ObjectStore(abc.ABC):
         self, prefix: str = "", start_after: str | None = None, limit: int = LIST_PAGE_MAX
     ) -> ListPage:
         """One page of keys under ``prefix``, ascending, strictly after ``start_after``."""
+
+    async def list_every(
+        self, prefix: str = "", start_after: str | None = None, page_size: int = LIST_PAGE_MAX
+    ) -> builtins.list[ListEntry]:  # (``list`` here is the method above)
+        """Every key under ``prefix`` after ``start_after``, ascending, following the pages
+        (for listings known to stay small, such as the replication layout's)."""
+        entries: builtins.list[ListEntry] = []
+        while True:
+            page = await self.list(prefix, start_after=start_after, limit=page_size)
+            entries.extend(page.entries)
+            if page.next_start_after is None:
+                return entries
+            start_after = page.next_start_after
 
     @abc.abstractmethod
     def presign_get(self, key: str, expires_s: int) -> str:

@@ -51,7 +51,7 @@ from minidb.replication._layout import (
     SnapshotObject,
     parse_key,
 )
-from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk, list_all
+from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk
 from minidb.store import APPLIED, Batch, FollowExecutor, ShippedRecord, StoreOwner
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import PayloadError, decode_ops
@@ -204,7 +204,7 @@ class Follower:
     async def _plan_route(self, current: str) -> None:
         """The generations from the one followed to ``current``, oldest first, each with the
         time up to which its chunks count (None for ``current``)."""
-        records = await list_all(self.store, GENERATIONS_PREFIX)
+        records = await self.store.list_every(GENERATIONS_PREFIX)
         lineage = Catalog.from_listing(records).lineage(current)  # newest first
         names = [g.generation for g, _ in lineage]
         if self._generation is not None and self._generation in names:
@@ -225,7 +225,7 @@ class Follower:
 
     async def _list_chunks(self, gen: str) -> list[ChunkObject]:
         prefix = f"gen/{gen}/wal/"
-        entries = await list_all(self.store, prefix, start_after=self._cursor.get(gen))
+        entries = await self.store.list_every(prefix, start_after=self._cursor.get(gen))
         chunks = []
         for entry in entries:
             parsed = parse_key(entry.key)
@@ -266,7 +266,7 @@ class Follower:
         replica has, with nothing shipped in between), so only a fresh restore can catch up."""
         if self._cursor.get(gen) is not None:
             return  # this generation already continued the replica's records
-        snaps = [e.key for e in await list_all(self.store, f"gen/{gen}/snap/")]
+        snaps = [e.key for e in await self.store.list_every(f"gen/{gen}/snap/")]
         bases = [p.base for k in snaps if isinstance(p := parse_key(k), SnapshotObject)]
         if bases and min(bases) > self._next and min(bases) <= chunk.first:
             raise _Refusal(

@@ -32,7 +32,6 @@ import google_crc32c
 
 from minidb.errors import CorruptionError
 from minidb.objstore import NotFound, ObjectStore
-from minidb.objstore._types import ListEntry
 from minidb.replication._errors import DamagedObject, RestoreError
 from minidb.replication._generation import read_current
 from minidb.replication._layout import (
@@ -62,20 +61,6 @@ class RestoreResult:
     bytes_read: int
     objects_read: int
     seconds: float
-
-
-async def list_all(store: ObjectStore, prefix: str = "", start_after: str | None = None) -> list[
-    ListEntry
-]:
-    """Every key under ``prefix`` (after ``start_after``), following the pages of the listing."""
-    entries: list[ListEntry] = []
-    after = start_after
-    while True:
-        page = await store.list(prefix, start_after=after)
-        entries.extend(page.entries)
-        if page.next_start_after is None:
-            return entries
-        after = page.next_start_after
 
 
 async def current_pointer(store: ObjectStore) -> CurrentPointer:

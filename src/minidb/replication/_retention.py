@@ -18,7 +18,7 @@ import dataclasses
 import re
 
 from minidb.errors import ConfigError
-from minidb.objstore import ListEntry, ObjectStore
+from minidb.objstore import ObjectStore
 from minidb.replication._errors import RestoreError
 from minidb.replication._layout import Catalog, GenerationObjects, plan_restore
 
@@ -96,14 +96,7 @@ def _times(g: GenerationObjects) -> list[int]:
 
 async def list_catalog(store: ObjectStore) -> Catalog:
     """Every layout object under the store's prefix, paged through."""
-    entries: list[ListEntry] = []
-    start_after: str | None = None
-    while True:
-        page = await store.list(start_after=start_after)
-        entries.extend(page.entries)
-        if page.next_start_after is None:
-            return Catalog.from_listing(entries)
-        start_after = page.next_start_after
+    return Catalog.from_listing(await store.list_every())
 
 
 async def sweep(store: ObjectStore, current: str, now_ms: int, policy: RetentionPolicy) -> int:
