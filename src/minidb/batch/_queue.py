@@ -198,10 +198,14 @@ class TaskQueue:
             except TransientError:
                 if tries == TRANSIENT_TRIES:
                     raise
-                self._stats.transient_retries += 1
-                ceiling = min(TRANSIENT_CAP_S, TRANSIENT_BASE_S * 2 ** (tries - 1))
-                await self._sleep(self._rng.uniform(ceiling / 2, ceiling))
+                await self._back_off(tries)
         raise AssertionError("unreachable")
+
+    async def _back_off(self, tries: int) -> None:
+        """The wait after try ``tries`` failed transiently: jittered, doubling, capped."""
+        self._stats.transient_retries += 1
+        ceiling = min(TRANSIENT_CAP_S, TRANSIENT_BASE_S * 2 ** (tries - 1))
+        await self._sleep(self._rng.uniform(ceiling / 2, ceiling))
 
     async def _read(self, task_id: str) -> Stored | None:
         key = _keys.status_key(task_id)
@@ -310,9 +314,7 @@ class TaskQueue:
                     # one is refused and the re-read finds our write id.
                     if isinstance(exc, PreconditionFailed) or tries == TRANSIENT_TRIES:
                         raise
-                    self._stats.transient_retries += 1
-                    ceiling = min(TRANSIENT_CAP_S, TRANSIENT_BASE_S * 2 ** (tries - 1))
-                    await self._sleep(self._rng.uniform(ceiling / 2, ceiling))
+                    await self._back_off(tries)
                     continue
                 if task_id is not None and _same_request(record, reread.record):
                     return reread.record
