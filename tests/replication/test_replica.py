@@ -144,23 +144,32 @@ def test_replica_restart_resumes_from_its_own_log(
     wait_state(second.client(), model.state_after(79))
 
 
+def _primary_restarts_under_replica(
+    serve: ServeFactory, served: Served, tmp_path: Path, seed: int, snapshot_at: int
+) -> tuple[ServerProcess, Model, str]:
+    """A replica that followed records 0-49 of a generation, then a new generation (the
+    primary restarted) whose chain is a snapshot after record ``snapshot_at`` and the records
+    after it up to 89: the replica, the model and the new generation."""
+    model = Model.random(90, seed=seed)
+    old = served.run(start_generation(served.store))
+    served.run(ship_chunks(served.store, old, model, 0, 49, 10, Shipped(old)))
+    server = replica(serve, served, tmp_path / "replica")
+    wait_state(server.client(), model.state_after(49))
+    new = served.run(start_generation(served.store, T0_MS + 100_000, parent=old, nonce=2))
+    shipped = Shipped(new)
+    served.run(ship_snapshot(served.store, new, model, snapshot_at, shipped))
+    at = T0_MS + 100_000
+    served.run(ship_chunks(served.store, new, model, snapshot_at, 89, 10, shipped, time_ms=at))
+    return server, model, new
+
+
 def test_replica_follows_a_new_generation_of_the_primary(
     serve: ServeFactory, served: Served, tmp_path: Path
 ) -> None:
     """When the primary restarts (a new generation whose initial chain starts at its snapshot,
     before the replica's position), the replica follows it without a gap or a repeat."""
-    model = Model.random(90, seed=9)
-    old = served.run(start_generation(served.store))
-    served.run(ship_chunks(served.store, old, model, 0, 49, 10, Shipped(old)))
-    server = replica(serve, served, tmp_path / "replica")
-    client = server.client()
-    wait_state(client, model.state_after(49))
-    new = served.run(start_generation(served.store, T0_MS + 100_000, parent=old, nonce=2))
-    shipped = Shipped(new)
-    served.run(ship_snapshot(served.store, new, model, 40, shipped))
-    at = T0_MS + 100_000
-    served.run(ship_chunks(served.store, new, model, 40, 89, 10, shipped, time_ms=at))
-    wait_state(client, model.state_after(89))
+    server, model, new = _primary_restarts_under_replica(serve, served, tmp_path, 9, 40)
+    wait_state(server.client(), model.state_after(89))
     assert info_replication(server)["master_replid"] == new
 
 
@@ -223,16 +232,6 @@ def test_replica_refuses_a_new_generation_starting_after_its_position(
 ) -> None:
     """A new generation whose chain starts at a snapshot past the replica's position, with
     nothing shipped in between, is refused (restore afresh) rather than followed with a hole."""
-    model = Model.random(90, seed=17)
-    old = served.run(start_generation(served.store))
-    served.run(ship_chunks(served.store, old, model, 0, 49, 10, Shipped(old)))
-    server = replica(serve, served, tmp_path / "replica")
-    client = server.client()
-    wait_state(client, model.state_after(49))
-    new = served.run(start_generation(served.store, T0_MS + 100_000, parent=old, nonce=2))
-    shipped = Shipped(new)
-    served.run(ship_snapshot(served.store, new, model, 70, shipped))
-    at = T0_MS + 100_000
-    served.run(ship_chunks(served.store, new, model, 70, 89, 10, shipped, time_ms=at))
+    server, model, _ = _primary_restarts_under_replica(serve, served, tmp_path, 17, 70)
     wait_follower_state(server, "refused")
-    assert state_matches(client, model.state_after(49), 20)
+    assert state_matches(server.client(), model.state_after(49), 20)
