@@ -67,7 +67,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, cast
 
 from minidb.errors import UnavailableError
-from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
+from minidb.protocol import BUSY, UNAVAILABLE, Bulk, RequestDecoder
 from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
 from minidb.server._line_auth import AuthGate
@@ -234,19 +234,23 @@ class Connection(asyncio.Protocol):
                 # Waited --request-timeout for room: genuine overload, answer ERR busy. All
                 # of the backlog was read before the wait began (nothing is read meanwhile).
                 requests = decoder.next_requests(allowed)
+                taken = self._weigh(requests)
                 if requests:
-                    self._shed(requests)
-                if len(requests) < allowed:
+                    self._shed(requests, taken)
+                if taken < allowed and not self._frame_waiting():
                     self._backlog = False
                     self._room_since = None
                     break
                 continue
             limit = allowed if allowed < room else room
             requests = decoder.next_requests(limit)
+            taken = self._weigh(requests)
             if requests:
-                self._send(requests)
-            if len(requests) < limit:
-                self._backlog = False
+                self._send(requests, taken)
+            if taken < limit:
+                # Nothing complete is left, or a frame heavier than what was left is (it is
+                # the first request of the next take).
+                self._backlog = self._frame_waiting()
                 break
             quiet = self._fresh = False
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
@@ -256,10 +260,21 @@ class Connection(asyncio.Protocol):
         """A batch of this connection's requests (a protocol with an executor passes it)."""
         return Batch(requests, self, deadline)
 
-    def _send(self, requests: list[Any]) -> None:
-        """Send what the decoder gave: runs of requests go to the owner, runs of replies the
-        decoder answered itself (``bytes``: a connection command, an auth refusal) are
-        answered already; both join the one ordered queue, so each reply keeps its place."""
+    def _weigh(self, requests: list[Any]) -> int:
+        """What ``requests`` weigh towards the in-flight bound, the mailbox's capacity and the
+        owner's drain: one each (a protocol with heavier requests says otherwise)."""
+        return len(requests)
+
+    def _frame_waiting(self) -> bool:
+        """Whether a take that weighed less than its limit left a complete request behind
+        (one too heavy for what was left; never, where every request weighs one)."""
+        return False
+
+    def _send(self, requests: list[Any], weight: int) -> None:
+        """Send what the decoder gave (``weight`` in all): runs of requests go to the owner,
+        runs of replies the decoder answered itself (``bytes``: a connection command, an auth
+        refusal) are answered already; both join the one ordered queue, so each reply keeps
+        its place."""
         start = 0
         size = len(requests)
         while start < size and not self._closed:
@@ -267,10 +282,16 @@ class Connection(asyncio.Protocol):
             end = start + 1
             while end < size and (type(requests[end]) is bytes) is local:
                 end += 1
-            if local:
-                self._answer_locally(requests[start:end] if start or end < size else requests)
+            if start or end < size:
+                run = requests[start:end]
+                if local:
+                    self._answer_locally(run)
+                else:
+                    self._send_to_owner(run, self._weigh(run))
+            elif local:
+                self._answer_locally(requests)
             else:
-                self._send_to_owner(requests[start:end] if start or end < size else requests)
+                self._send_to_owner(requests, weight)
             start = end
 
     def _answer_locally(self, replies: list[bytes]) -> None:
@@ -284,15 +305,16 @@ class Connection(asyncio.Protocol):
         self._pending.append(batch)
         self._write_answered()
 
-    def _send_to_owner(self, requests: list[Any]) -> None:
+    def _send_to_owner(self, requests: list[Any], weight: int) -> None:
         loop = self._loop
         now = loop.time()
         self._push_idle(now)
         count = len(requests)
         self.requests += count
-        self._in_flight += count
+        self._in_flight += weight
         self._room_since = None
         batch = self._new_batch(requests, now + self._request_timeout_s)
+        batch.size = weight
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -305,12 +327,13 @@ class Connection(asyncio.Protocol):
         if self._request_timer is None:
             self._request_timer = loop.call_at(batch.deadline, self._on_request_timeout)
 
-    def _shed(self, requests: list[Any]) -> None:
+    def _shed(self, requests: list[Any], weight: int) -> None:
         count = len(requests)
         self._push_idle(self._loop.time())
         self.requests += count
-        self._in_flight += count
+        self._in_flight += weight
         batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s)
+        batch.size = weight
         batch.replies = [self.busy_reply] * count
         self._pending.append(batch)
         self._hub.shed += count
@@ -369,11 +392,11 @@ class Connection(asyncio.Protocol):
         replies = pending[0].replies
         if replies is None:
             return
-        done = len(pending.popleft().requests)
+        done = pending.popleft().size
         if pending and pending[0].replies is not None:
             out = list(replies)
             while pending and (replies := pending[0].replies) is not None:
-                done += len(pending.popleft().requests)
+                done += pending.popleft().size
                 out += replies
             replies = out
         self._in_flight -= done
@@ -504,7 +527,23 @@ class LineConnection(Connection):
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
         password = hub.config.password
-        decoder: Decoder = RequestDecoder()
+        self._frames = RequestDecoder()
+        decoder: Decoder = self._frames
         if password is not None:
-            decoder = AuthGate(RequestDecoder(), password)
+            decoder = AuthGate(self._frames, password)
         super().__init__(hub, loop, decoder)
+
+    def _weigh(self, requests: list[Any]) -> int:
+        if not self._frames.extra_weight:  # no frame in the last take: one each
+            return len(requests)
+        return sum(len(r.rows) if type(r) is Bulk else 1 for r in requests)
+
+    def _frame_waiting(self) -> bool:
+        return self._decoder.has_request()
+
+    def _take(self) -> None:
+        super()._take()
+        if self._frames.closing and not self._draining and not self._closed:
+            # A frame that could not be delimited: its ERR was the last request taken. Close
+            # once every reply up to it is written (as RESP does after a protocol error).
+            self.begin_drain()

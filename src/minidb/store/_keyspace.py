@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
@@ -349,6 +349,52 @@ class Keyspace:
                 self._keys += 1
             note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
             note_record([_new_tuple(Put, (bucket, key, value, None))])
+
+    def write_group(
+        self,
+        writes: Sequence[tuple[bytes, bytes, bytes] | tuple[bytes, bytes]],
+        now_ms: int,
+        journal: OpJournal | None,
+    ) -> int:
+        """Apply ``writes`` in order as ONE journal group, so one log record, replayed whole or
+        not at all: a ``(bucket, key, value)`` is a put without expiry, a ``(bucket, key)`` the
+        removal of a live key (one past its deadline is removed too, as a read would); how many
+        removals found their key.
+
+        The common put (the bucket exists, the key is missing or plain, nobody watches, no
+        index) is ``put_commands``'s loop noting into the one open group; anything else goes
+        through ``put`` and ``remove``, which note into the same group.
+        """
+        if journal is not None:
+            journal.close_group()  # what came before is a group of its own
+        found_keys = 0
+        buckets = self._buckets
+        fast = journal is not None and not (self._watched or self._indexes or self._sorted)
+        if fast:
+            note_undo = journal.undo.append  # type: ignore[union-attr]
+            note_op = journal._open.append  # type: ignore[union-attr]
+        for write in writes:
+            if len(write) == 3:
+                bucket, key, value = write
+                if fast:
+                    found = buckets.get(bucket)
+                    old = found.get(key) if found is not None else None
+                    if found is not None and (old is None or type(old) is bytes):
+                        found[key] = value
+                        if old is None:
+                            self._keys += 1
+                        note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
+                        note_op(_new_tuple(Put, (bucket, key, value, None)))
+                        continue
+                self.put(bucket, key, value, None, journal)
+            else:
+                bucket, key = write
+                if self._live(bucket, key, now_ms, journal) is not None:
+                    self.remove(bucket, key, journal)
+                    found_keys += 1
+        if journal is not None:
+            journal.close_group()
+        return found_keys
 
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
         """Delete the key if it exists (expired or not); whether it did."""
