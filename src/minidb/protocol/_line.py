@@ -306,6 +306,20 @@ _ROWS_DIGITS = len(str(MAX_BULK_ROWS))
 """Significant digits a valid ``BULK`` count can have; longer is refused before ``int()``."""
 
 
+_ROWS_PATTERNS: dict[int, re.Pattern[bytes]] = {}
+
+
+def _rows_pattern(count: int) -> re.Pattern[bytes]:
+    """Matches ``count`` whole lines: where a frame of ``count`` rows ends, found in one C call
+    without copying what follows it (compiled once per count, at most ``MAX_BULK_ROWS``)."""
+    pattern = _ROWS_PATTERNS.get(count)
+    if pattern is None:
+        # ``.`` is any byte but LF; possessive, so a line's bytes are never given back and a
+        # frame not all there fails in one pass.
+        pattern = _ROWS_PATTERNS[count] = re.compile(rb"(?:.*+\n){%d}" % count)
+    return pattern
+
+
 def _bulk_count(header: bytes) -> int | None:
     """The row count of a ``BULK <n>`` header line (terminator optional), or None."""
     _, _, rest = header.rstrip(b"\r\n").partition(b" ")
@@ -445,10 +459,8 @@ class RequestDecoder:
                 continue
             if self.closing:
                 break
-            if self._frame is not None or self._at_header or self._buffer.startswith(
-                _BULK_PREFIX
-            ):
-                found = self._next_frame()
+            if self._frame is not None:
+                found = self._complete_frame()
                 if found is None:
                     break
                 if type(found) is Bulk:
@@ -456,6 +468,12 @@ class RequestDecoder:
                 else:
                     out.append(found)
                     weight += 1
+                continue
+            if self._at_header or self._buffer.startswith(_BULK_PREFIX):
+                taken = self._take_frames(out, limit - weight)
+                if taken is None:
+                    break
+                weight += taken
                 continue
             want = limit - weight
             lines = self._buffer.split(b"\n", want)
@@ -489,41 +507,76 @@ class RequestDecoder:
             self._header_seen = True
         return request
 
-    def _next_frame(self) -> Request | None:
-        """The frame whose header starts ``_buffer`` (or whose bytes are in ``_frame``): a
-        ``Bulk``, the ``Invalid`` of a bad row, the ``Invalid`` that ends the stream; None
-        while it is not complete."""
+    def _take_frames(self, out: list[Request], room: int) -> int | None:
+        """Append to ``out`` the frames at the front of ``_buffer`` that fit in ``room`` (the
+        first of a take whatever it weighs), with one slice of the buffer at the end however
+        many there are; their weight, or None if none was complete."""
+        buffer = self._buffer
+        at = 0
+        taken = 0
+        progress = False
+        while True:
+            found, end = self._frame_at(buffer, at)
+            if found is None:
+                break
+            progress = True
+            at = end
+            if type(found) is Bulk:
+                rows = len(found.rows)
+                if out and taken + rows > room:
+                    self._ready = found
+                    break
+                taken += rows
+            else:
+                taken += 1
+            out.append(found)
+            if self.closing or taken >= room or not buffer.startswith(_BULK_PREFIX, at):
+                break
+        if self._frame is None and not self.closing:
+            self._buffer = buffer[at:] if at else buffer
+        return taken if progress else None
+
+    def _frame_at(self, buffer: bytes, at: int) -> tuple[Request | None, int]:
+        """The frame whose header starts at ``buffer[at]`` and where it ends: a ``Bulk``, the
+        ``Invalid`` of a bad row, or the ``Invalid`` that ends the stream; None if the header
+        is not complete, or the rows (then moved to ``_frame``, ``_buffer`` emptied)."""
+        end = buffer.find(b"\n", at)
+        if end < 0:
+            return None, at
+        self._at_header = False
+        header = buffer[at:end]
+        count = _bulk_count(header)
+        if count is None:
+            return self._close_with(_bad_count(header)), len(buffer)
+        start = end + 1
+        match = _rows_pattern(count).match(buffer, start)
+        if match is None:
+            if len(buffer) - start > MAX_BULK_BYTES:
+                return self._close_with(FRAME_TOO_LARGE), len(buffer)
+            # Not all there: collect the rest as it arrives (see the class docstring).
+            self._frame = bytearray(memoryview(buffer)[start:])
+            self._frame_rows = count
+            self._frame_seen = buffer.count(b"\n", start)
+            self._buffer = b""
+            return None, len(buffer)
+        stop = match.end()
+        return self._frame_of(buffer[start : stop - 1].split(b"\n"), stop - start), stop
+
+    def _complete_frame(self) -> Request | None:
+        """The frame collected in ``_frame`` once its rows are all there (see ``_frame_at``);
+        None until then."""
         frame = self._frame
-        if frame is None:
-            buffer = self._buffer
-            end = buffer.find(b"\n")
-            if end < 0:
-                return None  # the header is not complete
-            self._at_header = False
-            count = _bulk_count(buffer[:end])
-            if count is None:
-                return self._close_with(_bad_count(buffer[:end]))
-            rest = buffer[end + 1 :]
-            pieces = rest.split(b"\n", count)
-            if len(pieces) <= count:
-                # Not all there: collect the rest as it arrives (see the class docstring).
-                self._buffer = b""
-                self._frame = frame = bytearray(rest)
-                self._frame_rows = count
-                self._frame_seen = len(pieces) - 1
-                return self._close_with(FRAME_TOO_LARGE) if len(frame) > MAX_BULK_BYTES else None
-            tail = pieces.pop()
-            self._buffer = tail
-            return self._frame_of(pieces, len(rest) - len(tail))
+        assert frame is not None
         count = self._frame_rows
         if self._frame_seen < count:
             return self._close_with(FRAME_TOO_LARGE) if len(frame) > MAX_BULK_BYTES else None
         data = bytes(frame)
         self._frame = None
-        pieces = data.split(b"\n", count)
-        tail = pieces.pop()
-        self._keep(tail)  # what came after the frame: no line of it was checked yet
-        return self._frame_of(pieces, len(data) - len(tail))
+        match = _rows_pattern(count).match(data)
+        assert match is not None, (count, self._frame_seen)
+        stop = match.end()
+        self._keep(data[stop:])  # what came after the frame: no line of it was checked yet
+        return self._frame_of(data[: stop - 1].split(b"\n"), stop)
 
     def _frame_of(self, lines: list[bytes], size: int) -> Request:
         """The request of a complete frame: its ``lines`` (without their LF) took ``size``

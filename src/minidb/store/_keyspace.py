@@ -361,40 +361,53 @@ class Keyspace:
         removal of a live key (one past its deadline is removed too, as a read would); how many
         removals found their key.
 
-        The common put (the bucket exists, the key is missing or plain, nobody watches, no
-        index) is ``put_commands``'s loop noting into the one open group; anything else goes
-        through ``put`` and ``remove``, which note into the same group.
+        A group of puts only (a bulk load's frame) takes ``put_commands``'s loop, noting into
+        the one open group; a put outside its common case (a new bucket, an expiring key,
+        watchers, an index) and every removal go through ``put`` and ``remove``, which note
+        into the same group.
         """
-        if journal is not None:
-            journal.close_group()  # what came before is a group of its own
+        if journal is None:
+            for write in writes:
+                if len(write) == 3:
+                    self.put(*write, None, None)
+                elif self._live(write[0], write[1], now_ms, None) is not None:
+                    self.remove(write[0], write[1], None)
+            return 0
+        journal.close_group()  # what came before is a group of its own
         found_keys = 0
-        buckets = self._buckets
-        fast = journal is not None and not (self._watched or self._indexes or self._sorted)
-        if fast:
-            note_undo = journal.undo.append  # type: ignore[union-attr]
-            note_op = journal._open.append  # type: ignore[union-attr]
-        for write in writes:
-            if len(write) == 3:
-                bucket, key, value = write
-                if fast:
-                    found = buckets.get(bucket)
-                    old = found.get(key) if found is not None else None
-                    if found is not None and (old is None or type(old) is bytes):
-                        found[key] = value
-                        if old is None:
-                            self._keys += 1
-                        note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
-                        note_op(_new_tuple(Put, (bucket, key, value, None)))
-                        continue
-                self.put(bucket, key, value, None, journal)
-            else:
-                bucket, key = write
-                if self._live(bucket, key, now_ms, journal) is not None:
-                    self.remove(bucket, key, journal)
+        if (
+            self._watched
+            or self._indexes
+            or self._sorted
+            or sum(map(len, writes)) != 3 * len(writes)  # not puts only (counted in C)
+        ):
+            for write in writes:
+                if len(write) == 3:
+                    self.put(*write, None, journal)
+                elif self._live(write[0], write[1], now_ms, journal) is not None:
+                    self.remove(write[0], write[1], journal)
                     found_keys += 1
-        if journal is not None:
             journal.close_group()
-        return found_keys
+            return found_keys
+        buckets = self._buckets
+        note_undo = journal.undo.append
+        note_op = journal._open.append
+        added = 0
+        for bucket, key, value in writes:  # type: ignore[misc]
+            found = buckets.get(bucket)
+            if found is not None:
+                old = found.get(key)
+                if old is None or type(old) is bytes:
+                    found[key] = value
+                    if old is None:
+                        added += 1
+                    note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
+                    note_op(_new_tuple(Put, (bucket, key, value, None)))
+                    continue
+            self.put(bucket, key, value, None, journal)
+        self._keys += added
+        journal.close_group()
+        return 0
 
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
         """Delete the key if it exists (expired or not); whether it did."""
