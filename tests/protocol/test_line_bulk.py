@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -84,7 +86,7 @@ def test_bulk_stream_any_reads_any_limit_decodes_the_same(cuts: list[int], limit
     decoder = RequestDecoder()
     got: list[object] = []
     edges = [0, *sorted(cuts), len(STREAM)]
-    for start, end in zip(edges, edges[1:], strict=False):
+    for start, end in itertools.pairwise(edges):
         decoder.receive(STREAM[start:end])
         while taken := decoder.next_requests(limit):
             weight = len(taken) + decoder.extra_weight
