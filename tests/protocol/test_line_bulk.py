@@ -231,3 +231,32 @@ def test_bulk_header_alone_is_invalid_to_parse_request() -> None:
 def test_bulk_reply_parses_as_ok() -> None:
     """The client reads ``OK <n>`` as ``Ok``."""
     assert parse_reply(b"OK 256\n") == Ok()
+
+
+_ROW_TAILS = st.one_of(
+    st.binary(max_size=30).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([b"v" * 4096, b"v" * 4097, b"x\r", b"caf\xc3\xa9", b"\xff", b""]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tails=st.lists(_ROW_TAILS, min_size=1, max_size=6), dels=st.lists(st.booleans()))
+def test_bulk_rows_decode_as_parse_request_parses_them(
+    tails: list[bytes], dels: list[bool]
+) -> None:
+    """Whatever shortcut the decoder takes for a frame of plain SETs, a frame is the ``Bulk``
+    of its rows as ``parse_request`` parses them, or the refusal of its first bad row."""
+    lines = [
+        b"DEL b k%d" % i if i < len(dels) and dels[i] else b"SET b k%d " % i + tail
+        for i, tail in enumerate(tails)
+    ]
+    parsed = [parse_request(line) for line in lines]
+    [got] = RequestDecoder().feed(b"BULK %d\n" % len(lines) + b"".join(x + b"\n" for x in lines))
+    bad = [(i, r) for i, r in enumerate(parsed, 1) if type(r) not in (Set, Delete)]
+    if not bad:
+        assert got == Bulk(parsed)
+        assert all(type(row) in (Set, Delete) for row in got.rows)
+    else:
+        number, row = bad[0]
+        assert type(row) is Invalid
+        assert got == Invalid(f"row {number}: {row.reason}")
