@@ -358,3 +358,41 @@ def test_bulk_writer_hostile_replies_raise_protocol_error(reply: bytes) -> None:
                 await w.flush()
 
     run(body)
+
+
+def test_bulk_writer_row_refused_in_a_frame_resends_the_others() -> None:
+    """``ERR row <i>: <reason>`` records row i with its tag and sends the frame's other rows
+    again as a new frame, until every good row is applied."""
+    applied: list[bytes] = []
+
+    async def refuses_bad_keys(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        while rows := await read_frame(reader):
+            bad = next((i for i, row in enumerate(rows, 1) if b"bad" in row), None)
+            if bad is None:
+                applied.extend(rows)
+                writer.write(b"OK %d\n" % len(rows))
+            else:
+                writer.write(b"ERR row %d: invalid name bad\n" % bad)
+        writer.close()
+
+    async def body() -> None:
+        async with (
+            stand_in(refuses_bad_keys) as port,
+            await BulkWriter.connect("127.0.0.1", port, frame_rows=8) as writer,
+        ):
+            for i in range(20):
+                key = b"bad%d" % i if i in (3, 5, 17) else b"k%d" % i
+                await writer.set(b"b", key, b"v", tag=i)
+            await writer.flush()
+            stats = writer.statistics()
+        assert sorted(f.tag for f in writer.failures) == [3, 5, 17]  # in reply order
+        assert {f.reason for f in writer.failures} == {"invalid name bad"}
+        assert sorted(applied) == sorted(
+            b"SET b k%d v" % i for i in range(20) if i not in (3, 5, 17)
+        )
+        assert (stats.ok, stats.errors, stats.outstanding) == (17, 3, 0)
+        assert stats.frames == 3 + 3  # one resend per bad row
+
+    run(body)

@@ -32,7 +32,9 @@ up to ``frame_rows`` rows, so this is cheap). ``OK <n>`` answers every row of it
 (``OK`` for a ``SET``, ``OK`` or ``NIL`` for a ``DEL``: both successes). ``ERR row <i>:
 <reason>`` is row ``i``'s fault, and nothing of the frame was applied: that row is recorded in
 ``failures`` with its tag and ``reason``, and the frame's other rows are sent again at once as
-a new frame (a frame with many bad rows costs a resend per bad row, at most ``frame_rows``).
+a new frame (so a frame with many bad rows costs a resend per bad row). ``set`` records a value
+that is not UTF-8 in ``failures`` itself, with the server's reason, without sending it: the one
+refusal it does not otherwise foresee never costs a resend.
 ``ERR busy`` is overload, not bad data: the whole frame is resent after a backoff on the loop
 clock, up to ``BUSY_ATTEMPTS`` times (then ``BusyError``). A resent frame lands after frames
 queued later, so two writes of one key in one stream may reorder when one of them was refused
@@ -140,6 +142,14 @@ def _check(bucket: bytes, key: bytes, value: bytes) -> None:
         raise ProtocolError("a value cannot contain a line break")
 
 
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 _Frame = tuple[list[bytes], list[object], int]
 """A frame's row lines, their tags, and how many times it has been sent."""
 
@@ -220,9 +230,15 @@ class BulkWriter:
             or len(value) > MAX_VALUE_BYTES
             or b"\n" in value
             or b"\r" in value
+            or not value.isascii()
         ):
             _check(bucket, key, value)
             self._remember_bucket(bucket)
+            if not _is_utf8(value):
+                # The server's reason, without the resend of a frame it would refuse.
+                self._raise_if_failed()
+                self.failures.append(BulkFailure(tag, "invalid utf-8"))
+                return
         line = b"SET %b %b %b\n" % (bucket, key, value)
         if self._failure or self._outstanding >= self.window:
             await self._wait_for_room()
