@@ -27,7 +27,17 @@ overload: a request the owner has not answered ``--request-timeout`` after it wa
 (timed out; the owner still applies it later and its late reply is dropped), or requests that
 waited that long for mailbox room (shed).
 
-Bounded output. What one connection can make the server hold for it is bounded:
+Weights. What the in-flight bound, the mailbox and the owner's drain count is requests'
+*weight* (``Batch.size``): one per request, except that a line-protocol ``BULK`` frame of
+``n`` rows weighs ``n`` (``_weigh``), so what a connection can make the server hold is bounded
+in rows, not frames. The decoder never splits a frame: one heavier than what is left of a
+take's limit ends that take and is the first request of the next, taken whatever it weighs
+(``_frame_waiting``: the backlog is kept meanwhile). So a connection has at most
+``max_in_flight + MAX_BULK_ROWS`` rows in flight (``max_in_flight - 1`` rows, then a frame of
+``MAX_BULK_ROWS``), and a frame larger than ``--max-in-flight`` is still served, alone. The
+RESP listener's requests all weigh one.
+
+Bounded output/input. What one connection can make the server hold for it is bounded:
 
 - unsent replies: the transport's high-water mark is ``--output-soft-limit``; over it
   (``pause_writing``) the connection takes no more requests until the client has read it down
@@ -35,8 +45,17 @@ Bounded output. What one connection can make the server hold for it is bounded:
   at most ``--max-in-flight`` of them, so the output held is at most the soft limit plus
   ``max_in_flight`` times the largest reply; past ``--output-hard-limit`` the connection is
   dropped at once (Redis's client-output-buffer-limit);
+- requests in flight: at most ``max_in_flight + MAX_BULK_ROWS`` rows (see Weights), each row
+  at most ``MAX_LINE_BYTES``;
 - undecoded input: at most one read (256 KiB for asyncio's transports) plus one incomplete line,
-  because nothing more is read while a backlog is left.
+  because nothing more is read while a backlog is left; or, for a ``BULK`` frame not complete
+  yet, ``MAX_BULK_BYTES`` plus one read: past that without the frame's end, it is answered
+  ``ERR bulk frame too large``.
+
+Closing after a reply. A line-protocol frame the decoder cannot delimit (a bad count, rows over
+``MAX_BULK_BYTES``, a row over ``MAX_LINE_BYTES``) is answered in its turn and the connection
+then drains and closes (``begin_drain``), as the RESP listener does after a protocol error:
+nothing after it is read or run.
 
 Replies leave in request order: a batch answered out of turn (shed, unavailable, or answered
 while an older one still waits) is held until everything before it is answered, and ``flush``
