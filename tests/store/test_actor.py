@@ -297,8 +297,19 @@ def test_owner_bulk_frame_replays_whole(tmp_path: pathlib.Path) -> None:
     assert len(copy) == 299
 
 
+_FRAMES: list[list[Set | Delete]] = [
+    [Set(b"u", b"a", b"new"), Delete(b"u", b"gone"), Set(b"n", b"b", b"1")],
+    # Puts only: the fast run, broken by a new bucket, the same key twice.
+    [Set(b"u", b"a", b"new"), Set(b"u", b"c", b"1"), Set(b"n", b"b", b"1"),
+     Set(b"u", b"c", b"2"), Set(b"u", b"gone", b"y")],
+]
+
+
+@pytest.mark.parametrize("rows", _FRAMES, ids=["mixed", "puts"])
 @pytest.mark.parametrize("failure", ["append", "sync"])
-def test_owner_bulk_frame_is_rolled_back_whole_when_the_log_fails(failure: str) -> None:
+def test_owner_bulk_frame_is_rolled_back_whole_when_the_log_fails(
+    failure: str, rows: list[Set | Delete]
+) -> None:
     """If the group's append or sync fails, no row of a frame stays applied and the frame
     gets one ``ERR not logged``, counted once under BULK."""
     log = MemoryLog()
@@ -307,8 +318,9 @@ def test_owner_bulk_frame_is_rolled_back_whole_when_the_log_fails(failure: str) 
     owner.commit([_batch(Sink(), Set(b"u", b"a", b"old"), Set(b"u", b"gone", b"x"))])
     before = sorted(state.records())
     setattr(log, f"fail_{failure}", errno.EIO)
-    frame = _frame(Sink(), Set(b"u", b"a", b"new"), Delete(b"u", b"gone"), Set(b"n", b"b", b"1"))
+    frame = _frame(Sink(), *rows)
     owner.commit([frame])
+    assert len(state) == 2
     assert frame.replies == [b"ERR not logged: Input/output error\n"]
     assert sorted(state.records()) == before
     assert owner.statistics().refused == {("BULK", "not_logged"): 1}

@@ -115,7 +115,8 @@ DEFAULT_MAX_DRAIN = 4096
 """Requests the owner takes per wakeup at most, so one group's latency stays bounded."""
 
 BATCH_SIZE_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-"""Upper bounds of the batch-size histogram buckets, in requests per group."""
+"""Upper bounds of the batch-size histogram buckets, in requests per group (a ``BULK`` frame
+counts its rows)."""
 
 FSYNC_POLICIES = ("always", "everysec", "no")
 """When acknowledged writes are fdatasynced (see the module docstring)."""
@@ -152,6 +153,7 @@ class OwnerStatistics:
 
     groups: int
     requests: int
+    """Requests answered, a ``BULK`` frame counting its rows (batch ``size``)."""
     appends: int
     syncs: int
     checkpoints: int

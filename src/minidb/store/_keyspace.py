@@ -61,7 +61,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
-from minidb.store._journal import FlushUndo, KeyUndo, OpJournal
+from minidb.store._journal import FlushUndo, KeyUndo, OpJournal, PutsUndo
 from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 
@@ -389,11 +389,14 @@ class Keyspace:
                     found_keys += 1
             journal.close_group()
             return found_keys
+        # The old values go into one list (``PutsUndo``), not a tuple per put; a put that
+        # leaves the fast case ends the run, so undo entries stay in order.
         buckets = self._buckets
-        note_undo = journal.undo.append
         note_op = journal._open.append
-        added = 0
-        for bucket, key, value in writes:  # type: ignore[misc]
+        olds: list[bytes | None] = []
+        note_old = olds.append
+        start = added = 0
+        for at, (bucket, key, value) in enumerate(writes):  # type: ignore[misc]
             found = buckets.get(bucket)
             if found is not None:
                 old = found.get(key)
@@ -401,10 +404,19 @@ class Keyspace:
                     found[key] = value
                     if old is None:
                         added += 1
-                    note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
+                    note_old(old)
                     note_op(_new_tuple(Put, (bucket, key, value, None)))
                     continue
+            if olds:
+                journal.undo.append(PutsUndo(writes, start, olds))
+                olds = []
+                note_old = olds.append
+            self._keys += added
+            added = 0
             self.put(bucket, key, value, None, journal)
+            start = at + 1
+        if olds:
+            journal.undo.append(PutsUndo(writes, start, olds))
         self._keys += added
         journal.close_group()
         return 0
@@ -467,7 +479,16 @@ class Keyspace:
     def rollback(self, journal: OpJournal) -> None:
         """Take back every change noted in ``journal``, newest first, then clear it."""
         for entry in reversed(journal.undo):
-            if isinstance(entry, FlushUndo):
+            if isinstance(entry, PutsUndo):
+                writes, start = entry.writes, entry.start
+                for at in range(len(entry.olds) - 1, -1, -1):
+                    bucket, key = writes[start + at][:2]
+                    old = entry.olds[at]
+                    if old is None:
+                        self._delete(bucket, key)
+                    else:
+                        self._store(bucket, key, old, None)
+            elif isinstance(entry, FlushUndo):
                 self._restore_buckets(entry.buckets)
             elif entry.value is None:
                 self._delete(entry.bucket, entry.key)
