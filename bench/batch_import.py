@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _serverproc import Served, serve
 from minidb.client import BulkWriter
-from minidb.client._bulk import DEFAULT_WINDOW
+from minidb.client._bulk import DEFAULT_FRAME_ROWS, DEFAULT_WINDOW
 
 SEED = 20261201
 BUCKETS = [f"bucket{i}" for i in range(10)]
@@ -129,10 +129,14 @@ def csv_rows(path: Path, start: int, end: int) -> Iterator[list[str]]:
 # -- the minidb loader (a separate process) -----------------------------------------------
 
 
-async def load_range(port: int, path: Path, start: int, end: int, window: int) -> tuple[int, int]:
+async def load_range(
+    port: int, path: Path, start: int, end: int, window: int, frame_rows: int
+) -> tuple[int, int]:
     """Stream one range; return (rows, rows refused)."""
     rows = 0
-    async with await BulkWriter.connect("127.0.0.1", port, window=window) as writer:
+    async with await BulkWriter.connect(
+        "127.0.0.1", port, window=window, frame_rows=frame_rows
+    ) as writer:
         put = writer.set
         for bucket, key, value in csv_rows(path, start, end):
             rows += 1
@@ -141,10 +145,12 @@ async def load_range(port: int, path: Path, start: int, end: int, window: int) -
         return rows, len(writer.failures)
 
 
-async def load(port: int, path: Path, connections: int, window: int) -> dict[str, Any]:
+async def load(
+    port: int, path: Path, connections: int, window: int, frame_rows: int
+) -> dict[str, Any]:
     began = time.perf_counter()
     results = await asyncio.gather(
-        *(load_range(port, path, s, e, window) for s, e in ranges(path, connections))
+        *(load_range(port, path, s, e, window, frame_rows) for s, e in ranges(path, connections))
     )
     seconds = time.perf_counter() - began
     return {
@@ -157,7 +163,9 @@ async def load(port: int, path: Path, connections: int, window: int) -> dict[str
 def worker_main(args: argparse.Namespace) -> None:
     import minidb.runtime
 
-    result = minidb.runtime.run(load(args.port, Path(args.worker), args.connections, args.window))
+    result = minidb.runtime.run(
+        load(args.port, Path(args.worker), args.connections, args.window, args.frame_rows)
+    )
     print(json.dumps(result))
 
 
@@ -192,14 +200,15 @@ def run_child(command: list[str], stdin: Any = None) -> tuple[str, float, int]:
 
 
 def minidb_cell(
-    csv_path: Path, rows: int, connections: int, window: int, server_args: list[str]
+    csv_path: Path, rows: int, connections: int, window: int, server_args: list[str],
+    frame_rows: int = DEFAULT_FRAME_ROWS,
 ) -> dict[str, Any]:
     served: Served = serve(None, *server_args)
     try:
         out, _, loader_rss = run_child([
             sys.executable, os.path.abspath(__file__), "--worker", str(csv_path),
             "--port", str(served.port), "--connections", str(connections),
-            "--window", str(window),
+            "--window", str(window), "--frame-rows", str(frame_rows),
         ])
         result = json.loads(out)
         server_rss = vm_hwm(served.proc.pid)
@@ -255,13 +264,18 @@ def redis_cell(resp_path: Path, rows: int, policy: str) -> dict[str, Any]:
     return {"rows_s": rows / seconds, "loader_rss": loader_rss, "server_rss": server_rss}
 
 
-def run_cell(name: str, csv_path: Path, resp_path: Path, rows: int, window: int) -> dict[str, Any]:
+def run_cell(
+    name: str, csv_path: Path, resp_path: Path, rows: int, window: int,
+    frame_rows: int = DEFAULT_FRAME_ROWS,
+) -> dict[str, Any]:
     kind, _, arg = name.partition(" ")
     if kind == "minidb":
         # "minidb x4" = 4 connections; "minidb x1 f1024" also passes --max-in-flight 1024.
         connections, *flight = arg.split()
         server_args = ["--max-in-flight", flight[0].lstrip("f")] if flight else []
-        return minidb_cell(csv_path, rows, int(connections.lstrip("x")), window, server_args)
+        return minidb_cell(
+            csv_path, rows, int(connections.lstrip("x")), window, server_args, frame_rows
+        )
     return redis_cell(resp_path, rows, arg)
 
 
@@ -276,7 +290,9 @@ def profile(csv_path: Path) -> None:
     try:
         profiler = cProfile.Profile()
         profiler.enable()
-        result = minidb.runtime.run(load(served.port, csv_path, 1, DEFAULT_WINDOW))
+        result = minidb.runtime.run(
+            load(served.port, csv_path, 1, DEFAULT_WINDOW, DEFAULT_FRAME_ROWS)
+        )
         profiler.disable()
     finally:
         served.stop()
@@ -291,6 +307,8 @@ def main() -> None:
     parser.add_argument("--cells", default=DEFAULT_CELLS, help="comma-separated cell names")
     parser.add_argument("--windows", default=str(DEFAULT_WINDOW),
                         help="comma-separated windows to measure for the minidb cells")
+    parser.add_argument("--frame-rows", type=int, default=DEFAULT_FRAME_ROWS,
+                        help="rows per BULK frame of the minidb loader")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -325,7 +343,9 @@ def main() -> None:
         for round_number in range(1, args.rounds + 1):
             for name in names:
                 window = int(name.rsplit(" w", 1)[1]) if " w" in name else windows[0]
-                figure = run_cell(name.split(" w")[0], csv_path, resp_path, args.rows, window)
+                figure = run_cell(
+                    name.split(" w")[0], csv_path, resp_path, args.rows, window, args.frame_rows
+                )
                 figures[name].append(figure)
                 cpu = figure.get("server_cpu_us_per_row")
                 server = f", server CPU {cpu:.1f} us/row" if cpu is not None else ""

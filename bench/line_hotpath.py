@@ -11,6 +11,10 @@ transport through the connection's ``flush``. It counts process CPU time and pri
 of ``--repeat`` runs, so it is repeatable on a busy machine.
 
     PYTHONPATH=src python bench/line_hotpath.py            # depths 1, 16 and 128
+    PYTHONPATH=src python bench/line_hotpath.py --bulk 256 --depths 256,2048
+
+``--bulk N`` sends the same rows as ``BULK`` frames of ``N`` rows (what ``BulkWriter`` sends):
+each read then holds ``depth`` rows in frames of ``min(N, depth)``; still reported per row.
 """
 
 from __future__ import annotations
@@ -52,9 +56,23 @@ def rows(seed: int = 1) -> list[bytes]:
     return out
 
 
-def per_set_us(depth: int, seconds: float, repeat: int, lines: list[bytes]) -> float:
-    """Best of ``repeat`` runs of ``seconds`` CPU time each: microseconds per SET."""
-    reads = [b"".join(lines[i : i + depth]) for i in range(0, len(lines) - depth + 1, depth)]
+def framed(lines: list[bytes], rows: int) -> bytes:
+    """``lines`` as ``BULK`` frames of ``rows`` rows (the last one shorter)."""
+    return b"".join(
+        b"BULK %d\n" % len(lines[i : i + rows]) + b"".join(lines[i : i + rows])
+        for i in range(0, len(lines), rows)
+    )
+
+
+def per_set_us(
+    depth: int, seconds: float, repeat: int, lines: list[bytes], bulk: int = 0
+) -> float:
+    """Best of ``repeat`` runs of ``seconds`` CPU time each: microseconds per SET (per row of
+    ``bulk``-row frames if ``bulk``)."""
+    reads = [
+        framed(lines[i : i + depth], bulk) if bulk else b"".join(lines[i : i + depth])
+        for i in range(0, len(lines) - depth + 1, depth)
+    ]
     loop = new_event_loop()  # the server's loop: the idle timer is moved in place
     with tempfile.TemporaryDirectory(prefix="minidb-line-hotpath-") as data_dir:
         log = DurableLog.open(data_dir)
@@ -93,11 +111,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.1)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--depths", default="1,16,128")
+    parser.add_argument("--bulk", type=int, default=0, help="rows per BULK frame (0: none)")
     args = parser.parse_args()
     lines = rows()
     for depth in (int(d) for d in args.depths.split(",")):
-        us = per_set_us(depth, args.seconds, args.repeat, lines)
-        print(f"SET depth {depth:<4} {us:6.2f} us/SET")
+        us = per_set_us(depth, args.seconds, args.repeat, lines, args.bulk)
+        if args.bulk:
+            print(f"BULK {min(args.bulk, depth):<4} depth {depth:<4} {us:6.2f} us/row")
+        else:
+            print(f"SET depth {depth:<4} {us:6.2f} us/SET")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import pytest
 import minidb.runtime
 from minidb.client import Backoff, BulkFailure, BulkWriter, Client
 from minidb.errors import BusyError, ProtocolError, StoreError, UnavailableError
+from minidb.wal import open_log
 
 DEADLINE_S = 30.0
 """No test body may take longer than this; a hang fails with a message instead."""
@@ -57,10 +58,19 @@ async def stand_in(handler: Handler) -> AsyncIterator[int]:
         await server.wait_closed()
 
 
+async def read_frame(reader: asyncio.StreamReader) -> list[bytes]:
+    """The row lines of the next ``BULK <n>`` frame (without their LF); [] at EOF."""
+    header = await reader.readline()
+    if not header:
+        return []
+    assert header.startswith(b"BULK "), header
+    return [(await reader.readline()).rstrip(b"\n") for _ in range(int(header[5:]))]
+
+
 async def answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    """Answer every line ``OK`` in bulk (a fast stand-in for memory tests)."""
-    while chunk := await reader.read(1 << 18):
-        writer.write(b"OK\n" * chunk.count(b"\n"))
+    """Answer every frame ``OK <n>`` (a fast stand-in for memory tests)."""
+    while rows := await read_frame(reader):
+        writer.write(b"OK %d\n" % len(rows))
         await writer.drain()
     writer.close()
 
@@ -88,6 +98,30 @@ def test_bulk_writer_lands_100k_sets(serve: Any) -> None:
             assert len([k async for k in db.scan("b3", page=1000)]) == 10_000
 
     run(body)
+
+
+def test_bulk_writer_frames_are_one_log_record_each(serve: Any) -> None:
+    """Rows go as ``BULK`` frames of ``frame_rows``: the server logs each frame as one record
+    holding all its rows (read back from its log after a kill)."""
+    server = serve()
+
+    async def body() -> None:
+        async with await BulkWriter.connect("127.0.0.1", server.port, frame_rows=100) as w:
+            for number, (bucket, key, value) in enumerate(rows(1000)):
+                await w.set(bucket, key, value, tag=number)
+            await w.delete(b"b0", b"key-00000000-padding")
+            await w.flush()
+            stats = w.statistics()
+        assert (stats.ok, stats.frames, stats.sent) == (1001, 11, 1001)
+
+    run(body)
+    server.kill()
+    log, replay = open_log(server.data_dir)
+    try:
+        sizes = [len(ops) for ops in replay]
+    finally:
+        log.close()
+    assert sizes == [100] * 10 + [1]
 
 
 def test_bulk_writer_reports_bad_rows_with_their_tags_and_carries_on(serve: Any) -> None:
@@ -132,24 +166,34 @@ def test_bulk_writer_refuses_requests_the_protocol_cannot_carry() -> None:
 
 
 def test_bulk_writer_retries_busy_then_succeeds() -> None:
-    """``ERR busy`` is resent after a backoff until the server takes the request."""
-    refusals: dict[bytes, int] = {}
+    """``ERR busy`` is resent (the whole frame) after a backoff until the server takes it."""
+    refusals: dict[tuple[bytes, ...], int] = {}
+    applied: list[bytes] = []
 
     async def busy_twice(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while line := await reader.readline():
-            refusals[line] = refusals.get(line, 0) + 1
-            writer.write(b"ERR busy\n" if refusals[line] <= 2 else b"OK\n")
+        while rows := await read_frame(reader):
+            frame = tuple(rows)
+            refusals[frame] = refusals.get(frame, 0) + 1
+            if refusals[frame] <= 2:
+                writer.write(b"ERR busy\n")
+            else:
+                applied.extend(rows)
+                writer.write(b"OK %d\n" % len(rows))
         writer.close()
 
     async def body() -> None:
         async with stand_in(busy_twice) as port:
-            writer = await BulkWriter.connect("127.0.0.1", port, window=8, busy_backoff=FAST_BUSY)
+            writer = await BulkWriter.connect(
+                "127.0.0.1", port, window=8, frame_rows=4, busy_backoff=FAST_BUSY
+            )
             async with writer:
                 for i in range(20):
                     await writer.set(b"b", b"k%d" % i, b"v")
                 await writer.flush()
                 stats = writer.statistics()
-        assert (stats.ok, stats.busy_retries, stats.sent, stats.errors) == (20, 40, 60, 0)
+        assert (stats.ok, stats.busy_retries, stats.sent, stats.errors) == (20, 10, 60, 0)
+        assert stats.frames == 15
+        assert sorted(applied) == sorted(b"SET b k%d v" % i for i in range(20))
 
     run(body)
 
@@ -158,7 +202,7 @@ def test_bulk_writer_gives_up_on_endless_busy() -> None:
     """A request still refused busy after the last attempt raises ``BusyError``."""
 
     async def always_busy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while await reader.readline():
+        while await read_frame(reader):
             writer.write(b"ERR busy\n")
         writer.close()
 
@@ -199,7 +243,7 @@ def test_bulk_writer_stops_on_store_failures(reply: bytes, error: type[Exception
     """An unavailable or read-only store ends the stream with a retryable exception."""
 
     async def failing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while await reader.readline():
+        while await read_frame(reader):
             writer.write(reply)
         writer.close()
 
@@ -293,14 +337,16 @@ def test_bulk_writer_memory_is_bounded_by_the_window() -> None:
 
 @pytest.mark.parametrize(
     "reply",
-    [b"HELLO\n", b"OK\nVALUE 1\n", b"x" * 100_000, b"OK\nOK\n"],
-    ids=["garbage", "wrong-reply", "endless-line", "unsolicited"],
+    [b"HELLO\n", b"VALUE 1\n", b"x" * 100_000, b"OK 1\nOK 1\n", b"OK 2\n", b"OK\n",
+     b"ERR row 2: invalid name\n", b"ERR row x\n", b"ERR something\n"],
+    ids=["garbage", "wrong-reply", "endless-line", "unsolicited", "wrong-count", "plain-ok",
+         "row-out-of-range", "row-unparsed", "frame-error"],
 )
 def test_bulk_writer_hostile_replies_raise_protocol_error(reply: bytes) -> None:
     """Replies no minidb server sends raise ``ProtocolError`` instead of hanging."""
 
     async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readline()
+        await read_frame(reader)
         writer.write(reply)
         await writer.drain()
         await reader.read()  # hold the connection open: the writer must not wait for EOF
@@ -310,5 +356,43 @@ def test_bulk_writer_hostile_replies_raise_protocol_error(reply: bytes) -> None:
             await w.set(b"b", b"k", b"v")
             with pytest.raises(ProtocolError):
                 await w.flush()
+
+    run(body)
+
+
+def test_bulk_writer_row_refused_in_a_frame_resends_the_others() -> None:
+    """``ERR row <i>: <reason>`` records row i with its tag and sends the frame's other rows
+    again as a new frame, until every good row is applied."""
+    applied: list[bytes] = []
+
+    async def refuses_bad_keys(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        while rows := await read_frame(reader):
+            bad = next((i for i, row in enumerate(rows, 1) if b"bad" in row), None)
+            if bad is None:
+                applied.extend(rows)
+                writer.write(b"OK %d\n" % len(rows))
+            else:
+                writer.write(b"ERR row %d: invalid name bad\n" % bad)
+        writer.close()
+
+    async def body() -> None:
+        async with (
+            stand_in(refuses_bad_keys) as port,
+            await BulkWriter.connect("127.0.0.1", port, frame_rows=8) as writer,
+        ):
+            for i in range(20):
+                key = b"bad%d" % i if i in (3, 5, 17) else b"k%d" % i
+                await writer.set(b"b", key, b"v", tag=i)
+            await writer.flush()
+            stats = writer.statistics()
+        assert sorted(f.tag for f in writer.failures) == [3, 5, 17]  # in reply order
+        assert {f.reason for f in writer.failures} == {"invalid name bad"}
+        assert sorted(applied) == sorted(
+            b"SET b k%d v" % i for i in range(20) if i not in (3, 5, 17)
+        )
+        assert (stats.ok, stats.errors, stats.outstanding) == (17, 3, 0)
+        assert stats.frames == 3 + 3  # one resend per bad row
 
     run(body)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import minidb.runtime
-from minidb.protocol import Get, RequestDecoder
+from minidb.protocol import MAX_BULK_ROWS, Get, RequestDecoder
 from minidb.server import Server, ServerConfig
 from minidb.server._connection import Hub, LineConnection
 from minidb.store import MemoryLog, StoreOwner, StoreState
@@ -484,3 +484,83 @@ def test_connection_room_wait_times_out_exactly_with_err_busy(
         return answered
 
     assert run_on_virtual_clock(body) == pytest.approx(2.0, abs=0.01)
+
+
+def _frame(rows: int, key: bytes = b"k") -> bytes:
+    return b"BULK %d\n" % rows + b"".join(b"SET b %b%d v\n" % (key, i) for i in range(rows))
+
+
+def test_connection_frame_weighs_its_rows_and_waits_to_be_first_of_a_take(
+    loop: RecordingLoop,
+) -> None:
+    """A frame counts its rows towards --max-in-flight and the mailbox; one heavier than what
+    the connection may still have in flight waits (reading paused) to be the first request of
+    the next take, so in flight stays within max_in_flight + MAX_BULK_ROWS."""
+    conn, transport, owner = _connection(loop, max_in_flight=4)
+    conn.data_received(b"GET b k0\n" + _frame(6) + b"GET b k5\n")
+    sizes, peak, reading = [], 0, []
+    while owner.mailbox._batches:
+        peak = max(peak, conn._in_flight)
+        reading.append(transport.reading)
+        batches = owner.mailbox.take(100)
+        sizes += [(len(b.requests), b.size) for b in batches]
+        owner.commit(batches)
+    assert sizes == [(1, 1), (1, 6), (1, 1)]
+    assert peak == 6 and reading == [False, False, True]
+    assert b"".join(transport.writes) == b"NIL\nOK 6\nVALUE v\n"
+    assert conn._in_flight == 0 and transport.reading
+
+
+def test_connection_small_max_in_flight_still_serves_the_largest_frame(
+    loop: RecordingLoop,
+) -> None:
+    """With --max-in-flight 1 and a mailbox smaller than the frame, a MAX_BULK_ROWS-row
+    frame is still taken (alone) and answered once."""
+    conn, transport, owner = _connection(loop, max_in_flight=1, mailbox=16)
+    conn.data_received(_frame(MAX_BULK_ROWS) + _frame(2, b"x"))
+    batches = owner.mailbox.take(owner.max_drain)
+    assert [b.size for b in batches] == [MAX_BULK_ROWS]
+    assert conn._in_flight == MAX_BULK_ROWS and not transport.reading
+    owner.commit(batches)
+    owner.commit(owner.mailbox.take(owner.max_drain))
+    assert transport.writes == [b"OK %d\n" % MAX_BULK_ROWS, b"OK 2\n"]
+    assert owner.statistics().appends == 2
+
+
+def test_connection_hostile_bulk_header_answers_then_closes(loop: RecordingLoop) -> None:
+    """A frame that cannot be delimited is answered in its turn and the connection closes
+    after that reply; nothing after it is run."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"SET b k v\nBULK 99999999999999999999\nSET b k w\n")
+    assert not transport.reading
+    conn.data_received(b"SET b k x\n")  # arrives after the refusal: never read
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes == [b"OK\nERR invalid bulk count 99999999999999999999\n"]
+    assert transport.closed and not transport.aborted
+    assert owner.state.apply(Get(b"b", b"k")) == b"VALUE v\n"
+
+
+def test_connection_invalid_row_refuses_the_frame_and_keeps_the_connection(
+    loop: RecordingLoop,
+) -> None:
+    """A frame with a bad row is answered ``ERR row <i>: <reason>``, none of its rows is
+    applied, and the connection goes on."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"BULK 3\nSET b a 1\nSET b b\nSET b c 3\nGET b a\n")
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes == [b"ERR row 2: missing argument\nNIL\n"]
+    assert not transport.closed and transport.reading
+    assert owner.statistics().appends == 0
+
+
+def test_connection_frame_waiting_for_room_is_shed_with_one_busy(loop: RecordingLoop) -> None:
+    """A frame that waited --request-timeout for mailbox room gets one ``ERR busy``."""
+    conn, transport, owner = _connection(loop, mailbox=2)
+    conn.data_received(b"SET b k 1\nSET b k 2\n")
+    conn.data_received(_frame(3))
+    assert not transport.reading
+    conn._room_since = loop.time() - 10  # as if it had waited past the request timeout
+    conn._on_request_timeout()
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"OK\nOK\nERR busy\n"]
+    assert conn._hub.shed == 1 and conn._in_flight == 0 and transport.reading

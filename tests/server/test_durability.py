@@ -568,3 +568,26 @@ def test_durability_checkpoint_growth_out_of_range_is_refused(growth: float) -> 
     """--checkpoint-growth outside 0-100 (or not a number) is a ConfigError naming the flag."""
     with pytest.raises(ConfigError, match="--checkpoint-growth must be 0-100"):
         ServerConfig(checkpoint_growth=growth)
+
+
+def test_durability_bulk_frame_under_a_failed_sync_is_none_of_it(
+    serve: ServeFactory, tmp_path: Path
+) -> None:
+    """A frame whose sync fails gets one ERR not logged and none of its rows is applied, now
+    or after a restart; a frame before it, acknowledged, is all there."""
+    data = tmp_path / "bulk-eio"
+    server = serve(
+        "--metrics-port", "0", data_dir=data, env={"MINIDB_FAILPOINTS": "wal.sync=error(EIO, 1)"}
+    )
+    conn = server.client()
+    conn.send(b"BULK 2\nSET users a 1\nSET users b 1\n")
+    assert conn.read_line() == b"OK 2"
+    conn.send(b"BULK 3\nSET users a 2\nDEL users b\nSET users c 1\nGET users a\n")
+    assert conn.read_line() == b"ERR not logged: Input/output error"
+    assert conn.read_line() == b"VALUE 1"
+    samples = metrics(server)
+    assert samples['minidb_requests_total{outcome="not_logged",verb="BULK"}'] == 1
+    server.terminate()
+    assert server.wait() == 0
+    restarted = serve(data_dir=data).client()
+    check_model(restarted, {"a": "1", "b": "1", "c": None})

@@ -8,6 +8,7 @@ import socket
 import time
 from pathlib import Path
 
+from minidb.protocol import MAX_BULK_BYTES, MAX_BULK_ROWS
 from tests.server.conftest import IO_TIMEOUT_S, LineClient, ServeFactory, ServerProcess
 
 KEY = "k" * 60
@@ -129,3 +130,34 @@ def test_limits_shutdown_aborts_undrainable_connections_after_grace(serve: Serve
     finally:
         flood.close()
     assert "dropped_connections=1" in server.stderr()
+
+
+def test_limits_bulk_frame_over_max_bytes_is_answered_then_closed(serve: ServeFactory) -> None:
+    """A frame whose rows pass MAX_BULK_BYTES is refused once that much has arrived, the
+    connection closes after the reply, nothing of it is applied, and others are unaffected."""
+    server = serve()
+    conn = server.client()
+    row = b"SET b k " + b"x" * 4000 + b"\n"
+    rows = row * (MAX_BULK_BYTES // len(row) + 1)  # just over the bound, far fewer than 1024
+    assert len(rows) > MAX_BULK_BYTES and rows.count(b"\n") < MAX_BULK_ROWS
+    conn.send(b"SET b first v\nBULK 1024\n" + rows)
+    assert conn.read_line() == b"OK"
+    assert conn.read_line() == b"ERR bulk frame too large"
+    assert conn.at_eof()
+    other = server.client()
+    assert other.request("GET b k") == "NIL"
+    assert other.request("GET b first") == "VALUE v"
+
+
+def test_limits_small_max_in_flight_still_serves_the_largest_frame(serve: ServeFactory) -> None:
+    """With --max-in-flight 2 a MAX_BULK_ROWS-row frame is served whole, then the requests
+    pipelined after it."""
+    server = serve("--max-in-flight", "2")
+    conn = server.client()
+    frame = b"BULK %d\n" % MAX_BULK_ROWS + b"".join(
+        b"SET b k%d v%d\n" % (i, i) for i in range(MAX_BULK_ROWS)
+    )
+    conn.send(frame + frame + b"GET b k1023\nGET b k0\n")
+    assert [conn.read_line() for _ in range(4)] == [
+        b"OK %d" % MAX_BULK_ROWS, b"OK %d" % MAX_BULK_ROWS, b"VALUE v1023", b"VALUE v0",
+    ]

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import pathlib
 
 import pytest
 
 import minidb.runtime
 from minidb.errors import UnavailableError
-from minidb.protocol import Delete, Get, Request, Set
+from minidb.protocol import Bulk, Delete, Get, Request, Set
 from minidb.store import Batch, MemoryLog, OpJournal, Session, StoreOwner, StoreState, execute
-from minidb.wal import Put, encode_ops, encode_put, encode_remove
+from minidb.wal import Put, Remove, encode_ops, encode_put, encode_remove, open_log
 
 
 class Sink:
@@ -253,3 +254,89 @@ def test_owner_log_failure_rolls_back_executor_writes_like_line_writes(failure: 
     assert stats.refused[("COMMAND", "not_logged")] == 1
     assert stats.refused[("COMMAND", "read_only")] == 1
     assert stats.refused[("SET", "not_logged")] == 1
+
+
+def _frame(sink: Sink, *rows: Set | Delete) -> Batch:
+    return Batch([Bulk(list(rows))], sink, deadline=0.0, size=len(rows))
+
+
+def test_owner_bulk_frame_is_one_record_and_one_reply() -> None:
+    """A frame's rows are appended as ONE record (one payload of all its ops) and answered
+    once, ``OK <n>``; the group's statistics count its rows."""
+    log = MemoryLog()
+    state = StoreState()
+    owner = StoreOwner(state, log, mailbox=100)
+    owner.commit([_batch(Sink(), Set(b"u", b"gone", b"x"))])
+    frame = _frame(Sink(), Set(b"u", b"a", b"1"), Delete(b"u", b"gone"), Set(b"u", b"b", b"2"))
+    owner.commit([frame, _batch(Sink(), Get(b"u", b"a"))])
+    assert frame.replies == [b"OK 3\n"]
+    assert log.synced[1:] == [
+        encode_ops([Put(b"u", b"a", b"1"), Remove(b"u", b"gone"), Put(b"u", b"b", b"2")])
+    ]
+    stats = owner.statistics()
+    assert (stats.appends, stats.syncs, stats.requests) == (2, 2, 1 + 3 + 1)
+
+
+def test_owner_bulk_frame_replays_whole(tmp_path: pathlib.Path) -> None:
+    """A frame logged to a real log replays as one record that restores every row."""
+    log, replay = open_log(tmp_path)
+    list(replay)
+    state = StoreState()
+    owner = StoreOwner(state, log, mailbox=100)
+    rows = [Set(b"u", b"k%d" % i, b"v %d" % i) for i in range(300)]
+    owner.commit([_frame(Sink(), *rows, Delete(b"u", b"k7"))])
+    log.close()
+    log, replay = open_log(tmp_path)
+    records = list(replay)
+    log.close()
+    assert len(records) == 1 and len(records[0]) == 301
+    copy = StoreState()
+    for ops in records:
+        copy.keyspace.apply_ops(ops, 0)
+    assert sorted(copy.records()) == sorted(state.records())
+    assert len(copy) == 299
+
+
+_FRAMES: list[list[Set | Delete]] = [
+    [Set(b"u", b"a", b"new"), Delete(b"u", b"gone"), Set(b"n", b"b", b"1")],
+    # Puts only: the fast run, broken by a new bucket, the same key twice.
+    [Set(b"u", b"a", b"new"), Set(b"u", b"c", b"1"), Set(b"n", b"b", b"1"),
+     Set(b"u", b"c", b"2"), Set(b"u", b"gone", b"y")],
+]
+
+
+@pytest.mark.parametrize("rows", _FRAMES, ids=["mixed", "puts"])
+@pytest.mark.parametrize("failure", ["append", "sync"])
+def test_owner_bulk_frame_is_rolled_back_whole_when_the_log_fails(
+    failure: str, rows: list[Set | Delete]
+) -> None:
+    """If the group's append or sync fails, no row of a frame stays applied and the frame
+    gets one ``ERR not logged``, counted once under BULK."""
+    log = MemoryLog()
+    state = StoreState()
+    owner = StoreOwner(state, log, mailbox=100)
+    owner.commit([_batch(Sink(), Set(b"u", b"a", b"old"), Set(b"u", b"gone", b"x"))])
+    before = sorted(state.records())
+    setattr(log, f"fail_{failure}", errno.EIO)
+    frame = _frame(Sink(), *rows)
+    owner.commit([frame])
+    assert len(state) == 2
+    assert frame.replies == [b"ERR not logged: Input/output error\n"]
+    assert sorted(state.records()) == before
+    assert owner.statistics().refused == {("BULK", "not_logged"): 1}
+    later = _frame(Sink(), Set(b"u", b"a", b"later"))
+    owner.commit([later])
+    assert later.replies == [b"ERR read-only: Input/output error\n"]
+
+
+def test_owner_drain_and_mailbox_count_a_frame_as_its_rows() -> None:
+    """The mailbox's capacity and the owner's per-wakeup drain weigh a frame by its rows:
+    ``take`` leaves a frame that does not fit for the next group."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=10)
+    mailbox = owner.mailbox
+    mailbox.put_nowait(_batch(Sink(), Get(b"u", b"x")))
+    mailbox.put_nowait(_frame(Sink(), *[Set(b"u", b"k", b"v")] * 4))
+    assert mailbox.room() == 5
+    assert [b.size for b in mailbox.take(3)] == [1]
+    assert mailbox.take(3) == []
+    assert [b.size for b in mailbox.take(4)] == [4]

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.protocol import Delete, Get, Invalid, Request, Scan, Set, parse_reply
+from minidb.protocol import Bulk, Delete, Get, Invalid, Request, Scan, Set, parse_reply
 from minidb.protocol import Keys as KeysReply
 from minidb.store import OpJournal, Session, StoreState, execute
 from minidb.wal import Put, Remove, decode_ops
@@ -261,3 +261,44 @@ def test_execute_all_is_execute_of_each_request(scanned: bool) -> None:
     ]
     for batch in (requests, requests[:6]):
         assert _batch_outcome(batch, False, scanned) == _batch_outcome(batch, True, scanned)
+
+
+_FRAME_ROWS: list[Set | Delete] = [
+    Set(b"b", b"k1", b"v1"),
+    Set(b"b", b"old", b"2"),
+    Set(b"new-bucket", b"k", b"v"),
+    Set(b"b", b"ttl", b"y"),
+    Set(b"scanned", b"b", b"2"),
+    Delete(b"b", b"old"),
+    Delete(b"b", b"missing"),
+    Set(b"b", b"k1", b"v2"),
+    Set(b"new-bucket", b"k", b"w"),
+    Set(b"b", b"old", b"3"),
+]
+
+
+@pytest.mark.parametrize("scanned", [False, True])
+@pytest.mark.parametrize("rows", [_FRAME_ROWS, [r for r in _FRAME_ROWS if type(r) is Set]])
+def test_state_bulk_is_its_rows_as_one_group(scanned: bool, rows: list[Set | Delete]) -> None:
+    """A frame leaves the keyspace as its rows executed in turn would, notes all their ops as
+    ONE group (one log record), answers ``OK <n>`` and rolls back whole."""
+    replies, (after, index), rolled_back = _batch_outcome([Bulk(rows)], False, scanned)
+    one_by_one = _batch_outcome(list(rows), True, scanned)
+    assert replies == [b"OK %d\n" % len(rows)]
+    records, _, items, size = after  # (the undo entries may be packed differently)
+    (records_each, _, items_each, size_each), index_each = one_by_one[1]
+    assert records == [[op for group in records_each for op in group]]
+    assert (items, size, index) == (items_each, size_each, index_each)
+    assert rolled_back == one_by_one[2]
+
+
+def test_state_bulk_delete_of_an_expired_key_is_a_miss() -> None:
+    """A frame's DEL of a key past its deadline removes it and counts no hit, as DEL does."""
+    state, journal = StoreState(), OpJournal()
+    state.keyspace.put(b"b", b"ttl", b"x", NOW - 1, None)
+    assert state.execute(Bulk([Delete(b"b", b"ttl"), Set(b"b", b"k", b"v")]), journal, NOW) == (
+        b"OK 2\n"
+    )
+    assert journal.records == [[Remove(b"b", b"ttl"), Put(b"b", b"k", b"v")]]
+    stats = state.statistics()
+    assert (stats.sets, stats.dels, stats.del_hits) == (1, 1, 0)

@@ -25,6 +25,8 @@ from minidb.protocol._line import (
     value_reply,
 )
 from minidb.protocol._messages import (
+    MAX_BULK_BYTES,
+    MAX_BULK_ROWS,
     MAX_ECHO_CHARS,
     MAX_EXPIRE_SECONDS,
     MAX_LINE_BYTES,
@@ -33,6 +35,7 @@ from minidb.protocol._messages import (
     MAX_VALUE_BYTES,
     SCAN_START,
     WRITES,
+    Bulk,
     Delete,
     Error,
     Expire,
@@ -75,6 +78,8 @@ __all__ = [
     "BUSY",
     "DEFAULT_MAX_BULK_BYTES",
     "DEFAULT_MAX_MULTIBULK_COUNT",
+    "MAX_BULK_BYTES",
+    "MAX_BULK_ROWS",
     "MAX_ECHO_CHARS",
     "MAX_EXPIRE_SECONDS",
     "MAX_INLINE_BYTES",
@@ -91,6 +96,7 @@ __all__ = [
     "SIMPLE_QUEUED",
     "UNAVAILABLE",
     "WRITES",
+    "Bulk",
     "Delete",
     "Error",
     "ErrorReply",

@@ -9,6 +9,14 @@ whole 256 KiB read into thousands of request objects). A line longer than ``MAX_
 not buffered whole: once it is known to be too long, bytes are dropped up to its newline and the
 line is answered ``ERR line too long`` in its place.
 
+A ``BULK <n>`` line opens a frame: it and the ``n`` row lines after it (each a ``SET`` or a
+``DEL`` exactly as a request of its own) are one request, ``Bulk``, applied atomically and
+answered once, ``OK <n>``. A frame with a row that is no such request is one ``Invalid``,
+``ERR row <i>: <reason>``, and nothing of it is applied. A frame the decoder cannot find the end
+of without holding too much (a count not in ``1..MAX_BULK_ROWS``, rows over ``MAX_BULK_BYTES``,
+a row over ``MAX_LINE_BYTES``) is answered with its ``ERR`` and ends the stream: the decoder
+turns ``closing`` and takes nothing more, and the connection closes once it has replied.
+
 Parsing never raises, whatever the bytes: every numeric field is bounded in length before it is
 converted (CPython refuses ``int()`` of more than 4300 digits), and a token echoed back in an
 ``ERR`` reply is cut to ``MAX_ECHO_CHARS``.
@@ -24,12 +32,15 @@ from __future__ import annotations
 import re
 
 from minidb.protocol._messages import (
+    MAX_BULK_BYTES,
+    MAX_BULK_ROWS,
     MAX_ECHO_CHARS,
     MAX_EXPIRE_SECONDS,
     MAX_LINE_BYTES,
     MAX_NAME_CHARS,
     MAX_SCAN_COUNT,
     MAX_VALUE_BYTES,
+    Bulk,
     Delete,
     Error,
     Expire,
@@ -59,6 +70,10 @@ TOO_MANY = Invalid("too many arguments")
 TOO_LONG = Invalid("line too long")
 BAD_UTF8 = Invalid("invalid utf-8")
 VALUE_TOO_LONG = Invalid("value too long")
+BULK_HEADER = Invalid("BULK needs its rows")
+"""What ``parse_request`` makes of a ``BULK`` line on its own; ``RequestDecoder`` takes it as
+the header of a frame (identity tells it apart)."""
+FRAME_TOO_LARGE = Invalid("bulk frame too large")
 LF = 0x0A
 """The line terminator as a byte value, for ``in`` tests (``LF in value`` is a memchr)."""
 NOT_REPRESENTABLE = b"ERR not representable in the line protocol\n"
@@ -162,6 +177,13 @@ _PLAIN_SET = re.compile(
     % MAX_VALUE_BYTES
 )
 
+_PLAIN_ROWS = re.compile(
+    rb"^SET (" + _NAME_CHARS + rb") (" + _NAME_CHARS + rb") ([\x00-\x09\x0b\x0c\x0e-\x7f]{0,%d})\n"
+    % MAX_VALUE_BYTES,
+    re.MULTILINE,
+).findall
+"""The rows of a frame of plain SETs (``_PLAIN_SET`` with its LF), all found in one call."""
+
 _new_tuple = tuple.__new__
 """Builds a request named tuple without its Python-level ``__new__`` (a third of a fast-path
 parse was that constructor)."""
@@ -239,6 +261,8 @@ def _parse_request_fully(line: bytes) -> Request:
         if len(value) > MAX_VALUE_BYTES:
             return VALUE_TOO_LONG
         return Set(bucket, key, value)
+    if verb == b"BULK":
+        return BULK_HEADER
     if verb == b"SCAN":
         args = rest.split()
         if len(args) != 3:
@@ -275,7 +299,58 @@ def encode_request(request: Request) -> bytes:
         return b"TTL " + request.bucket + b" " + request.key
     if type(request) is Persist:
         return b"PERSIST " + request.bucket + b" " + request.key
+    if type(request) is Bulk:
+        return b"\n".join([b"BULK %d" % len(request.rows), *map(encode_request, request.rows)])
     raise ValueError(f"cannot encode {request!r}")
+
+
+_BULK_PREFIX = b"BULK "
+"""How a frame's header starts when it is sent as ``BulkWriter`` sends it (one ``startswith``
+finds it; any other spelling of the verb is found by ``parse_request``)."""
+_ROW_TYPES = frozenset((Set, Delete))
+"""What a row of a frame may be."""
+_ROWS_DIGITS = len(str(MAX_BULK_ROWS))
+"""Significant digits a valid ``BULK`` count can have; longer is refused before ``int()``."""
+
+
+_ROWS_PATTERNS: dict[int, re.Pattern[bytes]] = {}
+
+
+def _rows_pattern(count: int) -> re.Pattern[bytes]:
+    """Matches ``count`` whole lines: where a frame of ``count`` rows ends, found in one C call
+    without copying what follows it (compiled once per count, at most ``MAX_BULK_ROWS``)."""
+    pattern = _ROWS_PATTERNS.get(count)
+    if pattern is None:
+        # ``.`` is any byte but LF; possessive, so a line's bytes are never given back and a
+        # frame not all there fails in one pass.
+        pattern = _ROWS_PATTERNS[count] = re.compile(rb"(?:.*+\n){%d}" % count)
+    return pattern
+
+
+def _bulk_count(header: bytes) -> int | None:
+    """The row count of a ``BULK <n>`` header line (terminator optional), or None."""
+    _, _, rest = header.rstrip(b"\r\n").partition(b" ")
+    args = rest.split()
+    if len(args) != 1:
+        return None
+    count = _bounded_int(args[0], _ROWS_DIGITS, MAX_BULK_ROWS)
+    return count or None
+
+
+def _bad_count(header: bytes) -> Invalid:
+    _, _, rest = header.rstrip(b"\r\n").partition(b" ")
+    rest = rest.strip()
+    return Invalid("invalid bulk count" + (" " + _echo(rest) if rest else ""))
+
+
+def _row_error(number: int, row: Request) -> str:
+    """Why row ``number`` (1-based) cannot be in a frame."""
+    if row is BULK_HEADER:
+        return f"row {number}: BULK not allowed in a frame"
+    if type(row) is Invalid:
+        return f"row {number}: {row.reason}"
+    verb = encode_request(row).partition(b" ")[0].decode()
+    return f"row {number}: {verb} not allowed in a frame"
 
 
 class RequestDecoder:
@@ -293,31 +368,77 @@ class RequestDecoder:
     arrived whole) is cut to a stub of ``MAX_LINE_BYTES + 1`` bytes and the rest of it is dropped
     as it arrives, up to its newline; the stub then parses as ``ERR line too long`` in its turn.
 
+    Frames. A request has a *weight*: 1, or ``n`` for a ``Bulk`` of ``n`` rows, and ``limit``
+    counts weight (``extra_weight`` says how much more than one per request the last take
+    weighed). A frame heavier than what is left of ``limit`` ends the take and is held whole
+    (``_ready``) for the next one, where it is taken first whatever its weight: a frame is never
+    split, and never starved. When ``next_requests`` reaches a header it splits the frame off
+    if it is all there (one ``split`` of ``n`` lines); if not, the frame's bytes move to
+    ``_frame``, a ``bytearray`` that each ``receive`` extends (amortised O(1), however small the
+    reads) while counting its newlines (``_frame_seen`` of ``_frame_rows``), so the frame is
+    split once, when complete. Its row bytes are known to be too many as soon as ``_frame``
+    holds more than ``MAX_BULK_BYTES`` without its last newline: the caller keeps reading only
+    while ``has_request`` is false, so what a frame makes the decoder hold is at most
+    ``MAX_BULK_BYTES`` plus one read. Whether a frame is refused never depends on how its bytes
+    were cut into reads.
+
     State that must survive between reads lives here, not in any coroutine, so a read that is
     interrupted loses nothing: the next ``receive`` continues where the last one stopped.
     """
 
-    __slots__ = ("_buffer", "_discarding")
+    __slots__ = (
+        "_at_header",
+        "_buffer",
+        "_discarding",
+        "_frame",
+        "_frame_rows",
+        "_frame_seen",
+        "_header_seen",
+        "_ready",
+        "closing",
+        "extra_weight",
+    )
 
     def __init__(self) -> None:
         self._buffer = b""
         self._discarding = False
+        self._frame: bytearray | None = None  # a frame's bytes after its header, not complete
+        self._frame_rows = self._frame_seen = 0
+        self._ready: Bulk | None = None  # a complete frame too heavy for the last take
+        self._at_header = False  # _buffer starts with a header parse_request found
+        self._header_seen = False
+        self.closing = False
+        """A frame could not be delimited: its ``ERR`` was the last request; nothing more is
+        taken (the connection closes once it has replied)."""
+        self.extra_weight = 0
+        """What the requests of the last ``next_requests`` weighed beyond one each."""
 
     @property
     def buffered(self) -> int:
         """Undecoded bytes held: lines not taken yet and an incomplete line (or the stub of an
-        over-long one, ``MAX_LINE_BYTES + 1`` bytes)."""
-        return len(self._buffer)
+        over-long one, ``MAX_LINE_BYTES + 1`` bytes), or a frame not complete yet."""
+        return len(self._buffer) + (len(self._frame) if self._frame is not None else 0)
 
     def receive(self, data: bytes) -> None:
         """Take the bytes of one read (nothing is parsed until ``next_requests``)."""
+        frame = self._frame
+        if frame is not None:
+            if self._frame_seen < self._frame_rows:
+                self._frame_seen += data.count(b"\n")
+            frame += data
+            return
+        if self.closing:
+            return
         if self._discarding:
             newline = data.find(b"\n")
             if newline < 0:
                 return
             self._discarding = False
             data = data[newline:]  # the newline ends the stub of the over-long line
-        buffer = self._buffer + data if self._buffer else data
+        self._keep(self._buffer + data if self._buffer else data)
+
+    def _keep(self, buffer: bytes) -> None:
+        """Hold ``buffer`` as the undecoded bytes, cutting an over-long incomplete line."""
         last = buffer.rfind(b"\n")  # from the end: scans only the incomplete tail
         if len(buffer) - last - 1 > MAX_LINE_BYTES + 1:
             # The stub must parse as too long: MAX_LINE_BYTES + 1 bytes, not ending in CR.
@@ -326,20 +447,183 @@ class RequestDecoder:
         self._buffer = buffer
 
     def next_requests(self, limit: int) -> list[Request]:
-        """Up to ``limit`` (at least 1) requests completed so far, in order; fewer means no
-        complete line is left."""
-        lines = self._buffer.split(b"\n", limit)
-        # The last piece is either the incomplete line or, if ``limit`` lines were split off,
-        # the undecoded rest; in both cases it starts at a line boundary.
-        self._buffer = lines.pop()
+        """Requests completed so far, in order, weighing at most ``limit`` (at least 1), or
+        one frame heavier than that; fewer means no complete request is left, or the next is
+        a frame heavier than what was left (then ``has_request()`` is true)."""
+        out: list[Request] = []
+        weight = 0
         plain_set = _PLAIN_SET.fullmatch  # the bulk load's line: one regex call, one tuple
-        return [
+        parse = self._parse
+        while weight < limit:
+            ready = self._ready
+            if ready is not None:
+                rows = len(ready.rows)
+                if out and weight + rows > limit:
+                    break
+                out.append(ready)
+                weight += rows
+                self._ready = None
+                continue
+            if self.closing:
+                break
+            if self._frame is not None:
+                found = self._complete_frame()
+                if found is None:
+                    break
+                if type(found) is Bulk:
+                    self._ready = found  # taken, or held, at the top of the loop
+                else:
+                    out.append(found)
+                    weight += 1
+                continue
+            if self._at_header or self._buffer.startswith(_BULK_PREFIX):
+                taken = self._take_frames(out, limit - weight)
+                if taken is None:
+                    break
+                weight += taken
+                continue
+            want = limit - weight
+            lines = self._buffer.split(b"\n", want)
+            # The last piece is either the incomplete line or, if ``want`` lines were split
+            # off, the undecoded rest; in both cases it starts at a line boundary.
+            self._buffer = lines.pop()
+            self._header_seen = False
+            parsed = [
+                _new_tuple(Set, match.groups()) if (match := plain_set(line)) else parse(line)
+                for line in lines
+            ]
+            if self._header_seen:
+                # A frame starts among these lines: it and what follows go back, unparsed.
+                at = parsed.index(BULK_HEADER)
+                self._buffer = b"\n".join([*lines[at:], self._buffer])
+                self._at_header = True
+                del parsed[at:]
+                out += parsed
+                weight += at
+                continue
+            out += parsed
+            weight += len(parsed)
+            if len(parsed) < want:
+                break
+        self.extra_weight = weight - len(out)
+        return out
+
+    def _parse(self, line: bytes) -> Request:
+        request = parse_request(line)
+        if request is BULK_HEADER:
+            self._header_seen = True
+        return request
+
+    def _take_frames(self, out: list[Request], room: int) -> int | None:
+        """Append to ``out`` the frames at the front of ``_buffer`` that fit in ``room`` (the
+        first of a take whatever it weighs), with one slice of the buffer at the end however
+        many there are; their weight, or None if none was complete."""
+        buffer = self._buffer
+        at = 0
+        taken = 0
+        progress = False
+        while True:
+            found, end = self._frame_at(buffer, at)
+            if found is None:
+                break
+            progress = True
+            at = end
+            if type(found) is Bulk:
+                rows = len(found.rows)
+                if out and taken + rows > room:
+                    self._ready = found
+                    break
+                taken += rows
+            else:
+                taken += 1
+            out.append(found)
+            if self.closing or taken >= room or not buffer.startswith(_BULK_PREFIX, at):
+                break
+        if self._frame is None and not self.closing:
+            self._buffer = buffer[at:] if at else buffer
+        return taken if progress else None
+
+    def _frame_at(self, buffer: bytes, at: int) -> tuple[Request | None, int]:
+        """The frame whose header starts at ``buffer[at]`` and where it ends: a ``Bulk``, the
+        ``Invalid`` of a bad row, or the ``Invalid`` that ends the stream; None if the header
+        is not complete, or the rows (then moved to ``_frame``, ``_buffer`` emptied)."""
+        end = buffer.find(b"\n", at)
+        if end < 0:
+            return None, at
+        self._at_header = False
+        header = buffer[at:end]
+        count = _bulk_count(header)
+        if count is None:
+            return self._close_with(_bad_count(header)), len(buffer)
+        start = end + 1
+        match = _rows_pattern(count).match(buffer, start)
+        if match is None:
+            if len(buffer) - start > MAX_BULK_BYTES:
+                return self._close_with(FRAME_TOO_LARGE), len(buffer)
+            # Not all there: collect the rest as it arrives (see the class docstring).
+            self._frame = bytearray(memoryview(buffer)[start:])
+            self._frame_rows = count
+            self._frame_seen = buffer.count(b"\n", start)
+            self._buffer = b""
+            return None, len(buffer)
+        stop = match.end()
+        return self._frame_of(buffer[start:stop], count), stop
+
+    def _complete_frame(self) -> Request | None:
+        """The frame collected in ``_frame`` once its rows are all there (see ``_frame_at``);
+        None until then."""
+        frame = self._frame
+        assert frame is not None
+        count = self._frame_rows
+        if self._frame_seen < count:
+            return self._close_with(FRAME_TOO_LARGE) if len(frame) > MAX_BULK_BYTES else None
+        data = bytes(frame)
+        self._frame = None
+        match = _rows_pattern(count).match(data)
+        assert match is not None, (count, self._frame_seen)
+        stop = match.end()
+        self._keep(data[stop:])  # what came after the frame: no line of it was checked yet
+        return self._frame_of(data[:stop], count)
+
+    def _frame_of(self, body: bytes, count: int) -> Request:
+        """The request of a complete frame: its ``count`` row lines, ``body``."""
+        if len(body) > MAX_BULK_BYTES:
+            return self._close_with(FRAME_TOO_LARGE)
+        # A matched row starts at a line start and ends at its LF, so ``count`` matches are
+        # every row (a quarter cheaper than a match call per row).
+        found = _PLAIN_ROWS(body)
+        if len(found) == count:
+            return _new_tuple(Bulk, ([_new_tuple(Set, row) for row in found],))
+        plain_set = _PLAIN_SET.fullmatch
+        rows = [
             _new_tuple(Set, match.groups()) if (match := plain_set(line)) else parse_request(line)
-            for line in lines
+            for line in body[:-1].split(b"\n")
         ]
+        if _ROW_TYPES.issuperset(map(type, rows)):
+            return _new_tuple(Bulk, (rows,))
+        number, row = next((i, r) for i, r in enumerate(rows, 1) if type(r) not in _ROW_TYPES)
+        if row is TOO_LONG:
+            # Refused like a frame too large: a row that long is no row of a frame.
+            return self._close_with(Invalid(f"row {number}: line too long"))
+        return Invalid(_row_error(number, row))
+
+    def _close_with(self, refusal: Invalid) -> Invalid:
+        """End the stream: ``refusal`` is the last request; nothing more is kept or taken."""
+        self.closing = True
+        self._buffer = b""
+        self._frame = None
+        self._discarding = False
+        return refusal
 
     def has_request(self) -> bool:
         """Whether a complete request is waiting to be taken."""
+        if self._ready is not None:
+            return True
+        if self.closing:
+            return False
+        frame = self._frame
+        if frame is not None:
+            return self._frame_seen >= self._frame_rows or len(frame) > MAX_BULK_BYTES
         return b"\n" in self._buffer
 
     def feed(self, data: bytes) -> list[Request]:
@@ -348,9 +632,11 @@ class RequestDecoder:
         return self.next_requests(_UNLIMITED)
 
     def discard_partial(self) -> None:
-        """Forget a half-received line, keeping complete ones (on shutdown: the half line was
-        never a request, the complete ones were received and are owed replies)."""
+        """Forget a half-received line or frame, keeping complete requests (on shutdown: the
+        half one was never a request, the complete ones were received and are owed replies)."""
         self._buffer = self._buffer[: self._buffer.rfind(b"\n") + 1]
+        if self._frame is not None and self._frame_seen < self._frame_rows:
+            self._frame = None
         self._discarding = False
 
 
@@ -379,7 +665,7 @@ def parse_reply(line: bytes) -> Reply:
     Raises ``ValueError`` for a line that is not a reply of this protocol.
     """
     text = line.decode("utf-8").rstrip("\r\n")
-    if text == "OK":
+    if text == "OK" or (text.startswith("OK ") and text[3:].isdigit()):  # OK <n>: a frame
         return Ok()
     if text == "NIL":
         return Nil()

@@ -32,6 +32,12 @@ MAX_ECHO_CHARS = 128
 characters (and ``...``; twice the longest name, so a name one too long is still shown whole),
 so a malformed 8 KiB line is not echoed back whole."""
 
+MAX_BULK_ROWS = 1024
+"""The most rows one ``BULK <n>`` frame may carry; a larger ``n`` is refused (and closes)."""
+MAX_BULK_BYTES = 1024 * 1024
+"""The most bytes the row lines of one ``BULK`` frame may take, terminators included, so the
+server never holds more than this (and one read) for a frame not yet complete."""
+
 SCAN_START = b"0"
 """The cursor that starts a scan, and the next-cursor that says it is finished."""
 
@@ -92,14 +98,21 @@ class Persist(NamedTuple):
     key: bytes
 
 
+class Bulk(NamedTuple):
+    """``BULK <n>`` and its ``n`` rows, each a ``SET`` or a ``DEL``: applied together, as one
+    log record, answered ``OK <n>`` once."""
+
+    rows: list[Set | Delete]
+
+
 class Invalid(NamedTuple):
     """A line that did not parse; ``reason`` goes on the wire after ``ERR``."""
 
     reason: str
 
 
-Request = Get | Set | Delete | Scan | Expire | Ttl | Persist | Invalid
-WRITES = (Set, Delete, Expire, Persist)
+Request = Get | Set | Delete | Scan | Expire | Ttl | Persist | Bulk | Invalid
+WRITES = (Set, Delete, Expire, Persist, Bulk)
 """Request types that change the store (and therefore need a log record)."""
 
 

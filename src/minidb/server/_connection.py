@@ -27,7 +27,17 @@ overload: a request the owner has not answered ``--request-timeout`` after it wa
 (timed out; the owner still applies it later and its late reply is dropped), or requests that
 waited that long for mailbox room (shed).
 
-Bounded output. What one connection can make the server hold for it is bounded:
+Weights. What the in-flight bound, the mailbox and the owner's drain count is requests'
+*weight* (``Batch.size``): one per request, except that a line-protocol ``BULK`` frame of
+``n`` rows weighs ``n`` (``_weigh``), so what a connection can make the server hold is bounded
+in rows, not frames. The decoder never splits a frame: one heavier than what is left of a
+take's limit ends that take and is the first request of the next, taken whatever it weighs
+(``_frame_waiting``: the backlog is kept meanwhile). So a connection has at most
+``max_in_flight + MAX_BULK_ROWS`` rows in flight (``max_in_flight - 1`` rows, then a frame of
+``MAX_BULK_ROWS``), and a frame larger than ``--max-in-flight`` is still served, alone. The
+RESP listener's requests all weigh one.
+
+Bounded output/input. What one connection can make the server hold for it is bounded:
 
 - unsent replies: the transport's high-water mark is ``--output-soft-limit``; over it
   (``pause_writing``) the connection takes no more requests until the client has read it down
@@ -35,8 +45,17 @@ Bounded output. What one connection can make the server hold for it is bounded:
   at most ``--max-in-flight`` of them, so the output held is at most the soft limit plus
   ``max_in_flight`` times the largest reply; past ``--output-hard-limit`` the connection is
   dropped at once (Redis's client-output-buffer-limit);
+- requests in flight: at most ``max_in_flight + MAX_BULK_ROWS`` rows (see Weights), each row
+  at most ``MAX_LINE_BYTES``;
 - undecoded input: at most one read (256 KiB for asyncio's transports) plus one incomplete line,
-  because nothing more is read while a backlog is left.
+  because nothing more is read while a backlog is left; or, for a ``BULK`` frame not complete
+  yet, ``MAX_BULK_BYTES`` plus one read: past that without the frame's end, it is answered
+  ``ERR bulk frame too large``.
+
+Closing after a reply. A line-protocol frame the decoder cannot delimit (a bad count, rows over
+``MAX_BULK_BYTES``, a row over ``MAX_LINE_BYTES``) is answered in its turn and the connection
+then drains and closes (``begin_drain``), as the RESP listener does after a protocol error:
+nothing after it is read or run.
 
 Replies leave in request order: a batch answered out of turn (shed, unavailable, or answered
 while an older one still waits) is held until everything before it is answered, and ``flush``
@@ -67,7 +86,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol, cast
 
 from minidb.errors import UnavailableError
-from minidb.protocol import BUSY, UNAVAILABLE, RequestDecoder
+from minidb.protocol import BUSY, UNAVAILABLE, Bulk, RequestDecoder
 from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
 from minidb.server._line_auth import AuthGate
@@ -234,19 +253,23 @@ class Connection(asyncio.Protocol):
                 # Waited --request-timeout for room: genuine overload, answer ERR busy. All
                 # of the backlog was read before the wait began (nothing is read meanwhile).
                 requests = decoder.next_requests(allowed)
+                taken = self._weigh(requests)
                 if requests:
-                    self._shed(requests)
-                if len(requests) < allowed:
+                    self._shed(requests, taken)
+                if taken < allowed and not self._frame_waiting():
                     self._backlog = False
                     self._room_since = None
                     break
                 continue
             limit = allowed if allowed < room else room
             requests = decoder.next_requests(limit)
+            taken = self._weigh(requests)
             if requests:
-                self._send(requests)
-            if len(requests) < limit:
-                self._backlog = False
+                self._send(requests, taken)
+            if taken < limit:
+                # Nothing complete is left, or a frame heavier than what was left is (it is
+                # the first request of the next take).
+                self._backlog = self._frame_waiting()
                 break
             quiet = self._fresh = False
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
@@ -256,10 +279,21 @@ class Connection(asyncio.Protocol):
         """A batch of this connection's requests (a protocol with an executor passes it)."""
         return Batch(requests, self, deadline)
 
-    def _send(self, requests: list[Any]) -> None:
-        """Send what the decoder gave: runs of requests go to the owner, runs of replies the
-        decoder answered itself (``bytes``: a connection command, an auth refusal) are
-        answered already; both join the one ordered queue, so each reply keeps its place."""
+    def _weigh(self, requests: list[Any]) -> int:
+        """What ``requests`` weigh towards the in-flight bound, the mailbox's capacity and the
+        owner's drain: one each (a protocol with heavier requests says otherwise)."""
+        return len(requests)
+
+    def _frame_waiting(self) -> bool:
+        """Whether a take that weighed less than its limit left a complete request behind
+        (one too heavy for what was left; never, where every request weighs one)."""
+        return False
+
+    def _send(self, requests: list[Any], weight: int) -> None:
+        """Send what the decoder gave (``weight`` in all): runs of requests go to the owner,
+        runs of replies the decoder answered itself (``bytes``: a connection command, an auth
+        refusal) are answered already; both join the one ordered queue, so each reply keeps
+        its place."""
         start = 0
         size = len(requests)
         while start < size and not self._closed:
@@ -267,10 +301,16 @@ class Connection(asyncio.Protocol):
             end = start + 1
             while end < size and (type(requests[end]) is bytes) is local:
                 end += 1
-            if local:
-                self._answer_locally(requests[start:end] if start or end < size else requests)
+            if start or end < size:
+                run = requests[start:end]
+                if local:
+                    self._answer_locally(run)
+                else:
+                    self._send_to_owner(run, self._weigh(run))
+            elif local:
+                self._answer_locally(requests)
             else:
-                self._send_to_owner(requests[start:end] if start or end < size else requests)
+                self._send_to_owner(requests, weight)
             start = end
 
     def _answer_locally(self, replies: list[bytes]) -> None:
@@ -284,15 +324,16 @@ class Connection(asyncio.Protocol):
         self._pending.append(batch)
         self._write_answered()
 
-    def _send_to_owner(self, requests: list[Any]) -> None:
+    def _send_to_owner(self, requests: list[Any], weight: int) -> None:
         loop = self._loop
         now = loop.time()
         self._push_idle(now)
         count = len(requests)
         self.requests += count
-        self._in_flight += count
+        self._in_flight += weight
         self._room_since = None
         batch = self._new_batch(requests, now + self._request_timeout_s)
+        batch.size = weight
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -305,12 +346,13 @@ class Connection(asyncio.Protocol):
         if self._request_timer is None:
             self._request_timer = loop.call_at(batch.deadline, self._on_request_timeout)
 
-    def _shed(self, requests: list[Any]) -> None:
+    def _shed(self, requests: list[Any], weight: int) -> None:
         count = len(requests)
         self._push_idle(self._loop.time())
         self.requests += count
-        self._in_flight += count
+        self._in_flight += weight
         batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s)
+        batch.size = weight
         batch.replies = [self.busy_reply] * count
         self._pending.append(batch)
         self._hub.shed += count
@@ -369,11 +411,11 @@ class Connection(asyncio.Protocol):
         replies = pending[0].replies
         if replies is None:
             return
-        done = len(pending.popleft().requests)
+        done = pending.popleft().size
         if pending and pending[0].replies is not None:
             out = list(replies)
             while pending and (replies := pending[0].replies) is not None:
-                done += len(pending.popleft().requests)
+                done += pending.popleft().size
                 out += replies
             replies = out
         self._in_flight -= done
@@ -504,7 +546,23 @@ class LineConnection(Connection):
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
         password = hub.config.password
-        decoder: Decoder = RequestDecoder()
+        self._frames = RequestDecoder()
+        decoder: Decoder = self._frames
         if password is not None:
-            decoder = AuthGate(RequestDecoder(), password)
+            decoder = AuthGate(self._frames, password)
         super().__init__(hub, loop, decoder)
+
+    def _weigh(self, requests: list[Any]) -> int:
+        if not self._frames.extra_weight:  # no frame in the last take: one each
+            return len(requests)
+        return sum(len(r.rows) if type(r) is Bulk else 1 for r in requests)
+
+    def _frame_waiting(self) -> bool:
+        return self._decoder.has_request()
+
+    def _take(self) -> None:
+        super()._take()
+        if self._frames.closing and not self._draining and not self._closed:
+            # A frame that could not be delimited: its ERR was the last request taken. Close
+            # once every reply up to it is written (as RESP does after a protocol error).
+            self.begin_drain()

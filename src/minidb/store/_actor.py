@@ -1,7 +1,8 @@
 """The data owner: the one task that holds the keyspace, fed through the bounded mailbox.
 
 Nothing else touches the data, so there is no lock around it. Per wakeup the owner takes every
-batch waiting (up to ``max_drain`` requests) and commits them as a group:
+batch waiting (up to ``max_drain`` requests, counted in batch ``size``: a ``BULK`` frame weighs
+its rows) and commits them as a group:
 
 1. run every request in order, at one wall-clock time ``now_ms`` for the whole group (from the
    clock the owner is given): a line-protocol request through ``StoreState.execute``, another
@@ -93,6 +94,7 @@ from minidb.errors import WalError
 from minidb.protocol import (
     UNAVAILABLE,
     WRITES,
+    Bulk,
     Delete,
     Expire,
     Persist,
@@ -113,7 +115,8 @@ DEFAULT_MAX_DRAIN = 4096
 """Requests the owner takes per wakeup at most, so one group's latency stays bounded."""
 
 BATCH_SIZE_BOUNDS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
-"""Upper bounds of the batch-size histogram buckets, in requests per group."""
+"""Upper bounds of the batch-size histogram buckets, in requests per group (a ``BULK`` frame
+counts its rows)."""
 
 FSYNC_POLICIES = ("always", "everysec", "no")
 """When acknowledged writes are fdatasynced (see the module docstring)."""
@@ -150,6 +153,7 @@ class OwnerStatistics:
 
     groups: int
     requests: int
+    """Requests answered, a ``BULK`` frame counting its rows (batch ``size``)."""
     appends: int
     syncs: int
     checkpoints: int
@@ -179,7 +183,9 @@ def _verb(request: Request) -> str:
     return _VERBS.get(type(request), "OTHER")
 
 
-_VERBS: dict[type, str] = {Set: "SET", Delete: "DEL", Expire: "EXPIRE", Persist: "PERSIST"}
+_VERBS: dict[type, str] = {
+    Set: "SET", Delete: "DEL", Expire: "EXPIRE", Persist: "PERSIST", Bulk: "BULK",
+}
 """The verb label of each line-protocol write, for the refusal counts."""
 
 
@@ -411,7 +417,7 @@ class StoreOwner:
     def _take_more(self, batches: list[Batch], now_ms: int) -> list[list[bytes]]:
         """Add to the group (``batches``) what waits in the mailbox and fits, applied; its
         results."""
-        room = self.max_drain - sum(len(b.requests) for b in batches)
+        room = self.max_drain - sum(b.size for b in batches)
         more = self.mailbox.take(room)
         if not more:
             return []
@@ -490,7 +496,7 @@ class StoreOwner:
     def _release(self, batches: list[Batch], results: list[list[bytes]]) -> None:
         count = 0
         for batch, replies in zip(batches, results, strict=True):
-            count += len(replies)
+            count += batch.size  # rows: a frame's one reply stands for each of them
             if batch.replies is None:
                 batch.replies = replies
         self._groups += 1

@@ -7,14 +7,16 @@ own, bounded in size; an empty group is dropped. The ops are effects (``Put`` of
 value with its deadline, ``Expire`` with an absolute time), never commands.
 
 ``undo`` holds, newest last, the state each change replaced: ``KeyUndo`` (the old value and
-deadline; value None if the key did not exist) and ``FlushUndo`` (the bucket dicts a flush
-dropped, kept whole, so journaling a flush costs O(1)). ``Keyspace.rollback`` applies them
+deadline; value None if the key did not exist), ``FlushUndo`` (the bucket dicts a flush
+dropped, kept whole, so journaling a flush costs O(1)) and ``PutsUndo`` (the old plain values
+of a run of puts without expiry, one list entry per put instead of a tuple: a ``BULK``
+frame's rows). ``Keyspace.rollback`` applies them
 newest first, which is how the owner takes a group back when the log fails.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from minidb.wal._ops import Op
@@ -38,7 +40,16 @@ class FlushUndo(NamedTuple):
     buckets: dict[bytes, dict[bytes, Stored]]
 
 
-UndoEntry = KeyUndo | FlushUndo
+class PutsUndo(NamedTuple):
+    """A run of puts: ``writes[start + i]`` (a tuple starting with its bucket and key)
+    replaced ``olds[i]``, a plain value, or None if the key did not exist."""
+
+    writes: Sequence[tuple[bytes, ...]]
+    start: int
+    olds: list[bytes | None]
+
+
+UndoEntry = KeyUndo | FlushUndo | PutsUndo
 
 
 class OpJournal:

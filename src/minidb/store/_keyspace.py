@@ -57,11 +57,11 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
-from minidb.store._journal import FlushUndo, KeyUndo, OpJournal
+from minidb.store._journal import FlushUndo, KeyUndo, OpJournal, PutsUndo
 from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 
@@ -350,6 +350,77 @@ class Keyspace:
             note_undo(_new_tuple(KeyUndo, (bucket, key, old, None)))
             note_record([_new_tuple(Put, (bucket, key, value, None))])
 
+    def write_group(
+        self,
+        writes: Sequence[tuple[bytes, bytes, bytes] | tuple[bytes, bytes]],
+        now_ms: int,
+        journal: OpJournal | None,
+    ) -> int:
+        """Apply ``writes`` in order as ONE journal group, so one log record, replayed whole or
+        not at all: a ``(bucket, key, value)`` is a put without expiry, a ``(bucket, key)`` the
+        removal of a live key (one past its deadline is removed too, as a read would); how many
+        removals found their key.
+
+        A group of puts only (a bulk load's frame) takes ``put_commands``'s loop, noting into
+        the one open group; a put outside its common case (a new bucket, an expiring key,
+        watchers, an index) and every removal go through ``put`` and ``remove``, which note
+        into the same group.
+        """
+        if journal is None:
+            for write in writes:
+                if len(write) == 3:
+                    self.put(*write, None, None)
+                elif self._live(write[0], write[1], now_ms, None) is not None:
+                    self.remove(write[0], write[1], None)
+            return 0
+        journal.close_group()  # what came before is a group of its own
+        found_keys = 0
+        if (
+            self._watched
+            or self._indexes
+            or self._sorted
+            or sum(map(len, writes)) != 3 * len(writes)  # not puts only (counted in C)
+        ):
+            for write in writes:
+                if len(write) == 3:
+                    self.put(*write, None, journal)
+                elif self._live(write[0], write[1], now_ms, journal) is not None:
+                    self.remove(write[0], write[1], journal)
+                    found_keys += 1
+            journal.close_group()
+            return found_keys
+        # The old values go into one list (``PutsUndo``), not a tuple per put; a put that
+        # leaves the fast case ends the run, so undo entries stay in order.
+        buckets = self._buckets
+        note_op = journal._open.append
+        olds: list[bytes | None] = []
+        note_old = olds.append
+        start = added = 0
+        for at, (bucket, key, value) in enumerate(writes):  # type: ignore[misc]
+            found = buckets.get(bucket)
+            if found is not None:
+                old = found.get(key)
+                if old is None or type(old) is bytes:
+                    found[key] = value
+                    if old is None:
+                        added += 1
+                    note_old(old)
+                    note_op(_new_tuple(Put, (bucket, key, value, None)))
+                    continue
+            if olds:
+                journal.undo.append(PutsUndo(writes, start, olds))
+                olds = []
+                note_old = olds.append
+            self._keys += added
+            added = 0
+            self.put(bucket, key, value, None, journal)
+            start = at + 1
+        if olds:
+            journal.undo.append(PutsUndo(writes, start, olds))
+        self._keys += added
+        journal.close_group()
+        return 0
+
     def remove(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> bool:
         """Delete the key if it exists (expired or not); whether it did."""
         found = self._buckets.get(bucket)
@@ -408,7 +479,16 @@ class Keyspace:
     def rollback(self, journal: OpJournal) -> None:
         """Take back every change noted in ``journal``, newest first, then clear it."""
         for entry in reversed(journal.undo):
-            if isinstance(entry, FlushUndo):
+            if isinstance(entry, PutsUndo):
+                writes, start = entry.writes, entry.start
+                for at in range(len(entry.olds) - 1, -1, -1):
+                    bucket, key = writes[start + at][:2]
+                    old = entry.olds[at]
+                    if old is None:
+                        self._delete(bucket, key)
+                    else:
+                        self._store(bucket, key, old, None)
+            elif isinstance(entry, FlushUndo):
                 self._restore_buckets(entry.buckets)
             elif entry.value is None:
                 self._delete(entry.bucket, entry.key)

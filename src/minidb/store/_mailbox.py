@@ -1,9 +1,13 @@
-"""The data owner's bounded mailbox: batches of requests in, capacity counted in requests.
+"""The data owner's bounded mailbox: batches of requests in, capacity counted in their weight.
 
 A connection sends what one read delivered as one ``Batch`` (as many requests as it may have
 in flight); the owner takes everything waiting per wakeup (up to a bound). Capacity is counted
 in requests rather than messages because requests are what costs the owner time: a mailbox of
-4096 holds 4096 requests whether they came as one pipelined burst or from 4096 connections.
+4096 holds 4096 requests whether they came as one pipelined burst or from 4096 connections. A
+batch weighs its ``size``: one per request, except that a line-protocol ``BULK`` frame of ``n``
+rows weighs ``n``, so the bound is in rows, not frames. Only a batch whose one frame is heavier
+than the room left may overshoot (a connection puts such a frame only as the first request of
+a take, see ``server._connection``): the mailbox holds at most ``capacity + MAX_BULK_ROWS``.
 
 A sender never blocks and is never refused for lack of room: ``room_for(sender, quiet=...)``
 says how many requests it may put now, and a sender that gets 0 queues for room with
@@ -89,7 +93,7 @@ class Batch:
     that runs them (None: line-protocol requests), and (once answered) their replies in
     order."""
 
-    __slots__ = ("deadline", "executor", "replies", "requests", "sink")
+    __slots__ = ("deadline", "executor", "replies", "requests", "sink", "size")
 
     def __init__(
         self,
@@ -98,9 +102,13 @@ class Batch:
         deadline: float,
         *,
         executor: Executor | None = None,
+        size: int | None = None,
     ) -> None:
         # Line-protocol ``Request``s, or whatever ``executor`` understands.
         self.requests = requests
+        self.size = len(requests) if size is None else size
+        """The batch's weight in the mailbox's capacity and the owner's drain bound: one per
+        request, a frame's rows for a ``Bulk``."""
         self.sink = sink
         self.deadline = deadline
         self.executor = executor
@@ -110,7 +118,8 @@ class Batch:
 
 
 class Mailbox:
-    """A FIFO of batches holding at most ``capacity`` requests, read by one owner task."""
+    """A FIFO of batches holding at most ``capacity`` requests (batch ``size``s), read by one
+    owner task."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -197,7 +206,7 @@ class Mailbox:
         if self._closed:
             raise UnavailableError("store unavailable")
         self._batches.append(batch)
-        self._queued += len(batch.requests)
+        self._queued += batch.size
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -227,7 +236,7 @@ class Mailbox:
         batches = self._batches
         while batches and (count < limit or not taken):
             batch = batches.popleft()
-            count += len(batch.requests)
+            count += batch.size
             taken.append(batch)
         self._queued -= count
         if self._quiet or self._busy:
@@ -240,9 +249,9 @@ class Mailbox:
         taken: list[Batch] = []
         count = 0
         batches = self._batches
-        while batches and count + len(batches[0].requests) <= limit:
+        while batches and count + batches[0].size <= limit:
             batch = batches.popleft()
-            count += len(batch.requests)
+            count += batch.size
             taken.append(batch)
         self._queued -= count
         if taken and (self._quiet or self._busy):

@@ -36,6 +36,7 @@ from minidb.protocol import (
     NIL,
     OK,
     SCAN_START,
+    Bulk,
     Delete,
     Expire,
     Get,
@@ -133,6 +134,8 @@ class StoreState:
             # No ``cast`` here: it is a function call, once per write.
             ks.put_command(request.bucket, request.key, request.value, journal)  # type: ignore[union-attr]
             return OK
+        if kind is Bulk:
+            return self._bulk(request, journal, now_ms)  # type: ignore[arg-type]
         if kind is Delete:
             request = cast(Delete, request)
             self._dels += 1
@@ -219,6 +222,16 @@ class StoreState:
         )
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _bulk(self, request: Bulk, journal: OpJournal | None, now_ms: int) -> bytes:
+        """A frame: every row applied as one journal group (one log record), ``OK <n>``."""
+        rows = request.rows
+        found = self.keyspace.write_group(rows, now_ms, journal)  # rows are the tuples it takes
+        dels = 3 * len(rows) - sum(map(len, rows))  # a SET is 3 fields, a DEL 2: counted in C
+        self._sets += len(rows) - dels
+        self._dels += dels
+        self._del_hits += found
+        return b"OK %d\n" % len(rows)
 
     def _expiry(
         self, request: Expire | Ttl | Persist, journal: OpJournal | None, now_ms: int

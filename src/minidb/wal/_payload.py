@@ -94,12 +94,16 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
     Raises ``ValueError`` for no operations, an unrepresentable expiry, or a field of 4 GiB.
     """
     parts: list[bytes] = []
+    pack_lengths = _pack_lengths
     try:
         for op in ops:
             kind = type(op)
             if kind is Put:
                 b, k, v, ms = op  # type: ignore[misc]
-                parts += (_PUT.pack(TAG_PUT, _expiry(ms), len(b), len(k), len(v)), b, k, v)
+                if ms is None:  # the common put (a BULK frame's rows): the prepacked head
+                    parts += (_PUT_NO_EXPIRY, pack_lengths(len(b), len(k), len(v)), b, k, v)
+                else:
+                    parts += (_PUT.pack(TAG_PUT, _expiry(ms), len(b), len(k), len(v)), b, k, v)
             elif kind is Remove:
                 b, k = op  # type: ignore[misc]
                 parts += (_KEYED.pack(TAG_REMOVE, len(b), len(k)), b, k)
