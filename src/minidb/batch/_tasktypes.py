@@ -36,13 +36,13 @@ DEFAULT_MAX_BAD_ROWS: int | None = None
 ``errors.csv``); by default no count of bad rows fails it: every one is reported."""
 MAX_BAD_ROWS_LIMIT = 10**9
 DEFAULT_IMPORT_CONNECTIONS = 4
-"""Connections a ``csv_import`` streams its rows over. The server's group commit carries at
-most ``--max-in-flight`` (128) requests per connection into one fdatasync, so with a slow disk
-more connections mean more rows per sync. Measured (100k rows, one loader, durable server, on a
-contended 2-core machine with fdatasync at 2-8 ms): 1 / 4 / 8 connections loaded 17.8k / 20.9k
-/ 23.2k rows/s; on a quiet machine the server's CPU sets the pace and 1, 2 and 4 are within
-noise (52k / 54k / 64k). 4 takes most of the gain while each connection still holds only
-``BulkWriter``'s window."""
+"""Connections a ``csv_import`` streams its rows over. Each ``BulkWriter`` sends ``BULK``
+frames of up to 1024 rows, and the server takes a frame heavier than a connection's
+``--max-in-flight`` (128) only as the first of a take, so one connection brings about one frame
+to each group commit; more connections bring more rows to each fdatasync and keep the server
+busy while one waits for its reply. Measured with ``bench/batch_import.py --rows 300000`` (the
+loader alone, durable server, quiet 2-core machine): 1 / 4 connections loaded 140k / 188k
+rows/s. 4 takes that gain while each connection holds only ``BulkWriter``'s window."""
 MAX_IMPORT_CONNECTIONS = 16
 """The most connections one ``csv_import`` may open to minidb."""
 MAX_SLEEP_S = 3600.0
