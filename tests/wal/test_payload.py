@@ -6,7 +6,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minidb.wal import Expire, Flush, Op, Put, Remove, decode_ops, encode_ops, encode_put
+from minidb.wal import (
+    Expire,
+    Flush,
+    Op,
+    Put,
+    Remove,
+    decode_ops,
+    encode_ops,
+    encode_put,
+    pack_payloads,
+)
 from minidb.wal._format import LEGACY_VERSION
 from minidb.wal._payload import NO_EXPIRY, PayloadError, describe, encode_remove, escape
 
@@ -122,3 +132,17 @@ def test_payload_describe_prints_each_kind() -> None:
         'PUT b k v\\x20w ; PUT b k "" PXAT 7 ; DEL b k ; EXPIRE b k 9 ; PERSIST b k ; '
         "FLUSH b ; FLUSHALL"
     )
+
+
+def test_pack_payloads_concatenates_into_records_of_about_the_limit() -> None:
+    """Packed payloads decode to exactly the operations given, in order; each packed payload
+    reaches the limit except the last, and one larger than the limit stays whole."""
+    puts = [Put(b"b", b"k%d" % i, b"v" * (i % 50)) for i in range(500)]
+    payloads = [encode_put(p.bucket, p.key, p.value) for p in puts]
+    big = encode_put(b"b", b"big", b"x" * 5000)
+    packed = list(pack_payloads([*payloads[:250], big, *payloads[250:]], limit=1000))
+    ops = [op for payload in packed for op in decode_ops(payload)]
+    assert ops == [*puts[:250], Put(b"b", b"big", b"x" * 5000), *puts[250:]]
+    assert all(len(p) >= 1000 for p in packed[:-1])
+    assert all(len(p) < 1000 + 5100 for p in packed)
+    assert list(pack_payloads([])) == []

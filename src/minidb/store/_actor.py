@@ -107,7 +107,7 @@ from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
 from minidb.store._state import StoreState
-from minidb.wal import encode_groups
+from minidb.wal import encode_groups, pack_payloads
 
 logger = logging.getLogger("minidb.store")
 
@@ -587,7 +587,8 @@ class StoreOwner:
         except (OSError, WalError) as exc:
             self._checkpoint_failed(exc)
             return None
-        records = self.state.frozen_records()
+        # One PUT per key, many keys per snapshot record (``pack_payloads``).
+        records = pack_payloads(self.state.frozen_records())
         pause = time.perf_counter() - started
         self._pause_last = pause
         self._pause_max = max(self._pause_max, pause)
@@ -624,7 +625,7 @@ class StoreOwner:
         if self._read_only is not None:
             return False
         try:
-            self.log.checkpoint(self.state.records())
+            self.log.checkpoint(pack_payloads(self.state.records()))
         except (OSError, WalError) as exc:
             self._checkpoint_failed(exc)
             return False

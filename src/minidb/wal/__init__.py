@@ -27,6 +27,7 @@ from minidb.wal._payload import (
     encode_ops,
     encode_put,
     encode_remove,
+    pack_payloads,
 )
 from minidb.wal._seed import Seed, holds_store, segment_copy_records
 
@@ -62,6 +63,7 @@ __all__ = [
     "encode_remove",
     "holds_store",
     "open_log",
+    "pack_payloads",
     "segment_copy_records",
     "segment_header",
     "segment_name",
