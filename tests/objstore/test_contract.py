@@ -251,12 +251,16 @@ async def test_open_read_streams_a_large_object_in_bounded_chunks(store: ObjectS
     total = 3 << 20
     data = os.urandom(total)
     etag = await store.put("big", data)
+    before = store.statistics().requests
     reader = await store.open_read("big")
     async with reader:
         assert (reader.etag, reader.size) == (etag, total)
         chunks = [chunk async for chunk in reader]
     assert all(len(c) <= READ_CHUNK_BYTES for c in chunks)
     assert b"".join(chunks) == data
+    # Counted as S3 bills it: one GET, however many chunks its body came in.
+    assert len(chunks) >= 3
+    assert store.statistics().requests - before == 1
 
 
 async def test_open_read_missing_is_not_found(store: ObjectStore) -> None:

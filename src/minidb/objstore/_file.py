@@ -69,8 +69,13 @@ class FileStore(ObjectStore):
             max_workers=FILE_THREADS, thread_name_prefix="minidb-objstore-file"
         )
 
-    async def _call(self, key: str | None, fn: Callable[..., T], *args: object) -> T:
-        self._stats.requests += 1
+    async def _call(
+        self, key: str | None, fn: Callable[..., T], *args: object, request: bool = True
+    ) -> T:
+        """``fn(*args)`` in the store's threads, counted as a request unless it reads more
+        of an object already open (S3 bills the GET once, not per chunk of its body)."""
+        if request:
+            self._stats.requests += 1
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._pool, fn, *args)
@@ -192,7 +197,7 @@ class _FileReader(ObjectReader):
         self.size = size
 
     async def read(self, n: int = -1) -> bytes:
-        data = await self._store._call(None, self._file.read, n)
+        data = await self._store._call(None, self._file.read, n, request=False)
         self._store._stats.bytes_read += len(data)
         return data
 

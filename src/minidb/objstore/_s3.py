@@ -117,8 +117,13 @@ class S3Store(ObjectStore):
     def _full(self, key: str) -> str:
         return self._base + check_key(key)
 
-    async def _call(self, key: str | None, write: bool, fn: Callable[[], T]) -> T:
-        self._stats.requests += 1
+    async def _call(
+        self, key: str | None, write: bool, fn: Callable[[], T], *, request: bool = True
+    ) -> T:
+        """``fn()`` in the store's threads, its errors translated; counted as a request
+        unless it reads more of a body already streaming (one GET, however many chunks)."""
+        if request:
+            self._stats.requests += 1
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._pool, fn)
@@ -316,7 +321,9 @@ class _S3Reader(ObjectReader):
 
     async def read(self, n: int = -1) -> bytes:
         amount = None if n < 0 else n
-        data: bytes = await self._store._call(self._key, False, lambda: self._body.read(amount))
+        data: bytes = await self._store._call(
+            self._key, False, lambda: self._body.read(amount), request=False
+        )
         self._store._stats.bytes_read += len(data)
         return data
 

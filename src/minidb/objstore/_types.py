@@ -65,6 +65,7 @@ class StoreStatistics:
     """Counters of one store since it was opened."""
 
     requests: int
+    """Requests as S3 bills them: a streamed read of an object's body is its one GET."""
     errors: int
     precondition_failures: int
     ambiguous_writes: int
