@@ -65,7 +65,7 @@ from typing import Any
 from minidb.client._backoff import Backoff
 from minidb.errors import BusyError, MinidbError, ProtocolError, StoreError, UnavailableError
 from minidb.protocol import MAX_BULK_BYTES, MAX_BULK_ROWS, MAX_LINE_BYTES, MAX_VALUE_BYTES
-from minidb.protocol._line import _NAME  # one grammar for names: the decoder's own pattern
+from minidb.protocol._line import _NAME, can_carry  # the decoder's own grammar and rule
 
 DEFAULT_WINDOW = 4096
 """Rows outstanding per connection by default: four frames of ``DEFAULT_FRAME_ROWS``, so the
@@ -140,14 +140,6 @@ def _check(bucket: bytes, key: bytes, value: bytes) -> None:
     if b"\n" in value or b"\r" in value:
         # The server would take the rest as a second request: never send it.
         raise ProtocolError("a value cannot contain a line break")
-
-
-def _is_utf8(value: bytes) -> bool:
-    try:
-        value.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
 
 
 _Frame = tuple[list[bytes], list[object], int]
@@ -234,7 +226,7 @@ class BulkWriter:
         ):
             _check(bucket, key, value)
             self._remember_bucket(bucket)
-            if not _is_utf8(value):
+            if not can_carry(value):  # (past ``_check``: only invalid UTF-8 is left)
                 # The server's reason, without the resend of a frame it would refuse.
                 self._raise_if_failed()
                 self.failures.append(BulkFailure(tag, "invalid utf-8"))
