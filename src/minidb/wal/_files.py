@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from minidb.errors import WalError
+from minidb.wal._coalesce import coalesce
 from minidb.wal._fs import active
 
 MANIFEST_NAME = "MANIFEST"
@@ -92,17 +93,9 @@ def write_atomically(directory: str, name: str, chunks: Iterable[bytes]) -> int:
     fd = fs.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     total = 0
     try:
-        pending: list[bytes] = []
-        pending_bytes = 0
-        for chunk in chunks:
-            pending.append(chunk)
-            pending_bytes += len(chunk)
-            if pending_bytes >= WRITE_CHUNK_BYTES:
-                fs.write_all(fd, b"".join(pending))
-                total += pending_bytes
-                pending, pending_bytes = [], 0
-        fs.write_all(fd, b"".join(pending))
-        total += pending_bytes
+        for block in coalesce(chunks, WRITE_CHUNK_BYTES):
+            fs.write_all(fd, block)
+            total += len(block)
         fs.fsync(fd)
     except BaseException:
         fs.close(fd)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator
 
+from minidb.wal._coalesce import coalesce
 from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 
@@ -88,17 +89,7 @@ def pack_payloads(
     For a snapshot, whose records are always read whole: a checkpoint of a large store spent a
     third of its time (3M keys, py-spy) framing and checksumming one record per key.
     """
-    group: list[bytes] = []
-    size = 0
-    for payload in payloads:
-        group.append(payload)
-        size += len(payload)
-        if size >= limit:
-            yield b"".join(group)
-            group = []
-            size = 0
-    if group:
-        yield b"".join(group)
+    return coalesce(payloads, limit)
 
 
 def encode_remove(bucket: bytes, key: bytes) -> bytes:
