@@ -302,3 +302,16 @@ def test_state_bulk_delete_of_an_expired_key_is_a_miss() -> None:
     assert journal.records == [[Remove(b"b", b"ttl"), Put(b"b", b"k", b"v")]]
     stats = state.statistics()
     assert (stats.sets, stats.dels, stats.del_hits) == (1, 1, 0)
+
+
+@pytest.mark.parametrize("journaled", [False, True])
+def test_bulk_frame_counts_its_deletes_that_found_a_key(journaled: bool) -> None:
+    """A frame's DEL rows count as DELs, those that found their key as hits, with a journal
+    (the owner) or without (``apply``)."""
+    state = StoreState()
+    state.apply(Set(b"b", b"k", b"v"))
+    journal = OpJournal() if journaled else None
+    frame = Bulk([Delete(b"b", b"k"), Delete(b"b", b"missing"), Set(b"b", b"n", b"1")])
+    assert state.execute(frame, journal, 0) == b"OK 3\n"
+    stats = state.statistics()
+    assert (stats.dels, stats.del_hits, stats.sets) == (2, 1, 2)

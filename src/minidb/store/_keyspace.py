@@ -366,28 +366,24 @@ class Keyspace:
         watchers, an index) and every removal go through ``put`` and ``remove``, which note
         into the same group.
         """
-        if journal is None:
-            for write in writes:
-                if len(write) == 3:
-                    self.put(*write, None, None)
-                elif self._live(write[0], write[1], now_ms, None) is not None:
-                    self.remove(write[0], write[1], None)
-            return 0
-        journal.close_group()  # what came before is a group of its own
-        found_keys = 0
+        if journal is not None:
+            journal.close_group()  # what came before is a group of its own
         if (
-            self._watched
+            journal is None
+            or self._watched
             or self._indexes
             or self._sorted
             or sum(map(len, writes)) != 3 * len(writes)  # not puts only (counted in C)
         ):
+            found_keys = 0
             for write in writes:
                 if len(write) == 3:
                     self.put(*write, None, journal)
                 elif self._live(write[0], write[1], now_ms, journal) is not None:
                     self.remove(write[0], write[1], journal)
                     found_keys += 1
-            journal.close_group()
+            if journal is not None:
+                journal.close_group()
             return found_keys
         # The old values go into one list (``PutsUndo``), not a tuple per put; a put that
         # leaves the fast case ends the run, so undo entries stay in order.
