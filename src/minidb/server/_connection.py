@@ -275,9 +275,10 @@ class Connection(asyncio.Protocol):
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
             self._set_reading()
 
-    def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
-        """A batch of this connection's requests (a protocol with an executor passes it)."""
-        return Batch(requests, self, deadline)
+    def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
+        """A batch of this connection's requests weighing ``size`` (default one each; a
+        protocol with an executor passes it)."""
+        return Batch(requests, self, deadline, size=size)
 
     def _weigh(self, requests: list[Any]) -> int:
         """What ``requests`` weigh towards the in-flight bound, the mailbox's capacity and the
@@ -332,8 +333,7 @@ class Connection(asyncio.Protocol):
         self.requests += count
         self._in_flight += weight
         self._room_since = None
-        batch = self._new_batch(requests, now + self._request_timeout_s)
-        batch.size = weight
+        batch = self._new_batch(requests, now + self._request_timeout_s, weight)
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -351,8 +351,7 @@ class Connection(asyncio.Protocol):
         self._push_idle(self._loop.time())
         self.requests += count
         self._in_flight += weight
-        batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s)
-        batch.size = weight
+        batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s, weight)
         batch.replies = [self.busy_reply] * count
         self._pending.append(batch)
         self._hub.shed += count

@@ -208,8 +208,8 @@ class RespConnection(Connection):
             # the connection closes once what it owes is written (at once if nothing).
             self.begin_drain()
 
-    def _new_batch(self, requests: list[Any], deadline: float) -> Batch:
-        return Batch(requests, self, deadline, executor=self._executor)
+    def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
+        return Batch(requests, self, deadline, executor=self._executor, size=size)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
