@@ -327,18 +327,13 @@ def _rows_pattern(count: int) -> re.Pattern[bytes]:
     return pattern
 
 
-def _bulk_count(header: bytes) -> int | None:
-    """The row count of a ``BULK <n>`` header line (terminator optional), or None."""
+def _bulk_count(header: bytes) -> int | Invalid:
+    """The row count of a ``BULK <n>`` header line (terminator optional), or its refusal."""
     _, _, rest = header.rstrip(b"\r\n").partition(b" ")
     args = rest.split()
-    if len(args) != 1:
-        return None
-    count = _bounded_int(args[0], _ROWS_DIGITS, MAX_BULK_ROWS)
-    return count or None
-
-
-def _bad_count(header: bytes) -> Invalid:
-    _, _, rest = header.rstrip(b"\r\n").partition(b" ")
+    count = _bounded_int(args[0], _ROWS_DIGITS, MAX_BULK_ROWS) if len(args) == 1 else None
+    if count:
+        return count
     rest = rest.strip()
     return Invalid("invalid bulk count" + (" " + _echo(rest) if rest else ""))
 
@@ -553,8 +548,8 @@ class RequestDecoder:
         self._at_header = False
         header = buffer[at:end]
         count = _bulk_count(header)
-        if count is None:
-            return self._close_with(_bad_count(header)), len(buffer)
+        if isinstance(count, Invalid):
+            return self._close_with(count), len(buffer)
         start = end + 1
         match = _rows_pattern(count).match(buffer, start)
         if match is None:
