@@ -258,7 +258,7 @@ class RespDecoder:
         if type(data) is not bytes:
             data = bytes(data)
         if self._fresh is not None:
-            self._spill_fresh()
+            self._spill(self._fresh)
         if self._merged + self._argv_bytes + self._chunks_len + size > self._max_buffer:
             self._merge()  # drop what was consumed; the bound is on what is really held
             if self._merged + self._argv_bytes + size > self._max_buffer:
@@ -303,8 +303,7 @@ class RespDecoder:
                 self._commands += len(out)
                 return out
             out.clear()  # anything else: the general path decodes it from the start
-            self._fresh = fresh
-            self._spill_fresh()
+            self._spill(fresh)
         while True:
             if self._ready:
                 self._merge()
@@ -320,10 +319,8 @@ class RespDecoder:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _spill_fresh(self) -> None:
-        """Hand a read kept whole to the general path, as ``feed`` would have taken it."""
-        fresh = self._fresh
-        assert fresh is not None
+    def _spill(self, fresh: bytes) -> None:
+        """Hand ``fresh``, a read kept whole, to the general path as a chunk to parse."""
         self._fresh = None
         self._chunks.append(fresh)
         self._chunks_len += len(fresh)
