@@ -8,6 +8,7 @@ import logging
 import math
 import random
 import sys
+import threading
 import time
 import traceback
 from typing import Any
@@ -262,6 +263,44 @@ def test_loop_time_is_monotonic() -> None:
     loop.run_until_complete(asyncio.wait_for(sample(), 10))
     loop.close()
     assert seen == sorted(seen)
+
+
+# Clock readings (seconds since boot) at which the wait to the next tick, computed as
+# ``tick / 1000 - now``, falls a rounding error short of the tick: found by search, a few in
+# every thousand readings a day or more past boot are like them.
+_SHORT_BY_ROUNDING = (535053.2217679787, 531459.167461633, 1060293.1498451566, 1073508.4290077502)
+
+
+@pytest.mark.parametrize("start", _SHORT_BY_ROUNDING)
+def test_loop_wait_reaches_its_tick_on_a_clock_long_past_boot(start: float) -> None:
+    """The wait to a tick that rounding puts just out of reach is found in a few steps.
+
+    Stepping the wait one float at a time took some 10**8 steps at these readings, so a loop a
+    day past boot spent seconds inside one turn (``sleep(0.0005)`` took 10 s). The loop runs in
+    a thread so that a relapse fails against the deadline instead of hanging the run.
+    """
+    fired: list[int] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        loop = SteppedLoop(start=start)
+        try:
+            tick = math.floor(start * 1000) + 1
+            loop.call_later(0.0001, lambda: fired.append(loop._now_tick()))
+            loop.run_until_complete(asyncio.sleep(0.0002))
+            first_wait = next(w for w in loop.stepping.waits if w)
+            assert first_wait == pytest.approx(tick / 1000 - start, abs=1e-9)
+        except BaseException as exc:  # reported by the test's thread below
+            failure.append(exc)
+        finally:
+            loop.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(5.0)
+    assert not thread.is_alive(), f"the loop at clock {start} was still turning after 5 s"
+    assert not failure, failure
+    assert fired == [math.floor(start * 1000) + 1]
 
 
 def test_loop_no_wakeups_when_nothing_is_due(stepped: SteppedLoop) -> None:

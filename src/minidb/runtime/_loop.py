@@ -67,6 +67,21 @@ _FAR_FUTURE_TICK = 1 << 62
 """Where ``call_at(inf)`` is filed: it comes round on the top level every 2**36 ticks, never due."""
 
 
+def wait_reaching_tick(now: float, timeout: float, tick: int) -> float:
+    """The shortest wait from ``now``, at least ``timeout``, after which the clock is in ``tick``.
+
+    Waiting exactly ``tick / TICKS_PER_SECOND - now`` can fall a rounding error short of the
+    tick, and a clock that moves by exactly the requested wait (the paused clock) would then
+    spin short of it. Each step adds one unit in the last place of the *sum*: the sum is what
+    has to move, and its ulp is the step that moves it. (Stepping ``timeout`` to its next float
+    instead takes ``ulp(now) / ulp(timeout)`` steps, some 10**8 for a sub-millisecond wait on a
+    clock a day past boot: seconds of spinning inside one turn.)
+    """
+    while math.floor((now + timeout) * TICKS_PER_SECOND) < tick:
+        timeout += math.ulp(now + timeout)
+    return timeout
+
+
 class WheelTimerHandle(events.TimerHandle):
     """An ``asyncio.TimerHandle`` that knows its place in the wheel."""
 
@@ -399,11 +414,7 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
             return MAXIMUM_SELECT_TIMEOUT
         if timeout <= 0:
             return 0
-        # Waiting exactly `timeout` must reach tick `at` despite float rounding, or a clock
-        # that moves by exactly the requested wait (the paused clock) would spin short of it.
-        while math.floor((now + timeout) * TICKS_PER_SECOND) < at:
-            timeout = math.nextafter(timeout, math.inf)
-        return timeout
+        return wait_reaching_tick(now, timeout, at)
 
     def _run_once(self) -> None:
         """Run one full iteration: poll I/O, move due timers to the ready queue, run it."""
