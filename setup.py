@@ -1,8 +1,9 @@
 """Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
-``minidb.runtime._cwheel`` (the timer wheel) and ``minidb.protocol._cresp`` (the RESP decoder's
-hot loop) are built when a C compiler is at hand; without one the build warns and carries on
-(``optional=True``), and the pure-Python code runs.
+``minidb.runtime._cwheel`` (the timer wheel), ``minidb.protocol._cresp`` (the RESP decoder's
+hot loop) and ``minidb.wal._cpayload`` (a checkpoint's packing of every key) are built when a C
+compiler is at hand; without one the build warns and carries on (``optional=True``), and the
+pure-Python code runs.
 """
 
 import sys
@@ -24,6 +25,12 @@ setup(
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "minidb.wal._cpayload",
+            ["src/minidb/wal/_cpayload.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

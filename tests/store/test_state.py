@@ -84,12 +84,12 @@ def test_state_records_replay_to_the_same_store() -> None:
     assert copy.keyspace.lookup(b"b0", b"timed", NOW, None) == (b"t", NOW + 5000)
 
 
-def test_state_frozen_records_keep_the_keyspace_as_it_was() -> None:
-    """frozen_records() is not affected by writes made after it was taken, expiry included."""
+def test_state_frozen_snapshot_keeps_the_keyspace_as_it_was() -> None:
+    """frozen_snapshot() is not affected by writes made after it was taken, expiry included."""
     state = StoreState()
     state.keyspace.put(b"b", b"timed", b"old", NOW + 5000, None)
     state.apply(Set(b"b", b"plain", b"old"))
-    frozen = state.frozen_records()
+    frozen = state.frozen_snapshot()
     state.keyspace.put(b"b", b"timed", b"new", NOW + 9000, None)
     state.apply(Set(b"b", b"plain", b"new"))
     state.apply(Set(b"b", b"later", b"x"))

@@ -12,10 +12,12 @@ from minidb.wal import (
     Op,
     Put,
     Remove,
+    _payload,
     decode_ops,
     encode_ops,
     encode_put,
     pack_payloads,
+    pack_puts,
 )
 from minidb.wal._format import LEGACY_VERSION
 from minidb.wal._payload import NO_EXPIRY, PayloadError, describe, encode_remove, escape
@@ -146,3 +148,78 @@ def test_pack_payloads_concatenates_into_records_of_about_the_limit() -> None:
     assert all(len(p) >= 1000 for p in packed[:-1])
     assert all(len(p) < 1000 + 5100 for p in packed)
     assert list(pack_payloads([])) == []
+
+
+def _pure_pack_puts(bucket: bytes, mapping: dict[bytes, object], limit: int) -> list[bytes]:
+    """What ``pack_puts`` must return: the pure definition, one payload per key, coalesced."""
+    singles = [encode_put(bucket, k, v) for k, v in mapping.items() if type(v) is bytes]
+    return list(pack_payloads(singles, limit))
+
+
+class _NotBytes:
+    """A value that is not bytes: stands for a key's expiry record, which pack_puts skips."""
+
+
+class _BytesSubclass(bytes):
+    pass
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(
+    st.binary(max_size=40),
+    st.dictionaries(
+        st.binary(max_size=40),
+        st.binary(max_size=400) | st.builds(_NotBytes) | st.builds(_BytesSubclass, st.binary()),
+        max_size=60,
+    ),
+    st.integers(min_value=1, max_value=2000),
+)
+def test_pack_puts_is_the_coalesced_puts_of_the_bytes_values(
+    bucket: bytes, mapping: dict[bytes, object], limit: int
+) -> None:
+    """Packed in C or in Python, the payloads are exactly the coalesced one-key PUTs of the
+    values that are exactly bytes, in the dict's order (other values are skipped)."""
+    expected = _pure_pack_puts(bucket, mapping, limit)
+    assert list(pack_puts(bucket, mapping, limit)) == expected
+    assert list(pack_puts(bucket, dict(mapping) | {}, limit)) == expected
+
+
+def test_pack_puts_decodes_to_every_key_of_a_large_bucket() -> None:
+    """100,000 keys in 64 KiB payloads decode to the same Puts; no payload is empty."""
+    mapping: dict[bytes, object] = {b"key-%d" % i: b"v" * (i % 300) for i in range(100_000)}
+    payloads = list(pack_puts(b"bucket", mapping))
+    assert [op for p in payloads for op in decode_ops(p)] == [
+        Put(b"bucket", k, v) for k, v in mapping.items()  # type: ignore[arg-type]
+    ]
+    assert all(len(p) >= _payload.PACKED_RECORD_BYTES for p in payloads[:-1])
+    assert list(pack_puts(b"bucket", {})) == []
+
+
+def test_pack_puts_refuses_a_key_that_is_not_bytes() -> None:
+    """A key of another type is a TypeError (the C packer cannot encode it), not a bad record."""
+    with pytest.raises(TypeError):
+        list(pack_puts(b"b", {"text": b"v"}))  # type: ignore[dict-item]
+
+
+def test_pack_puts_refuses_a_map_that_changes_size_while_packed() -> None:
+    """A dict that grows between two payloads is refused: its positions no longer hold."""
+    mapping: dict[bytes, object] = {b"k%d" % i: b"v" * 100 for i in range(100)}
+    packed = pack_puts(b"b", mapping, limit=500)
+    next(packed)
+    mapping[b"new"] = b"v"
+    with pytest.raises(RuntimeError, match="changed size"):
+        list(packed)
+
+
+@pytest.mark.skipif(not _payload.ACCELERATED, reason="the C packer is not built")
+def test_pack_puts_in_c_checks_its_arguments() -> None:
+    """The C function refuses wrong types and argument counts with TypeError."""
+    pack_from = _payload._pack_puts_from
+    assert pack_from is not None
+    with pytest.raises(TypeError):
+        pack_from("b", {}, 0, 10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        pack_from(b"b", [], 0, 10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        pack_from(b"b", {})  # type: ignore[call-arg]
+    assert pack_from(b"b", {b"k": object()}, 0, 10) == (None, 1)

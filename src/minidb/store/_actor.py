@@ -107,7 +107,7 @@ from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
 from minidb.store._state import StoreState
-from minidb.wal import encode_groups, pack_payloads
+from minidb.wal import encode_groups
 
 logger = logging.getLogger("minidb.store")
 
@@ -587,8 +587,7 @@ class StoreOwner:
         except (OSError, WalError) as exc:
             self._checkpoint_failed(exc)
             return None
-        # One PUT per key, many keys per snapshot record (``pack_payloads``).
-        records = pack_payloads(self.state.frozen_records())
+        records = self.state.frozen_snapshot()
         pause = time.perf_counter() - started
         self._pause_last = pause
         self._pause_max = max(self._pause_max, pause)
@@ -625,7 +624,7 @@ class StoreOwner:
         if self._read_only is not None:
             return False
         try:
-            self.log.checkpoint(pack_payloads(self.state.records()))
+            self.log.checkpoint(self.state.snapshot())
         except (OSError, WalError) as exc:
             self._checkpoint_failed(exc)
             return False

@@ -59,6 +59,7 @@ import random
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
 from minidb.store._journal import FlushUndo, KeyUndo, OpJournal, PutsUndo
@@ -227,26 +228,25 @@ class Keyspace:
                 else:
                     yield Put(name, key, stored.value, stored._wheel_tick)
 
-    def frozen_items(self) -> Iterator[Put]:
-        """``items()`` of the keyspace as it is now, safe to iterate in another thread later.
+    def snapshot_parts(self) -> tuple[list[tuple[bytes, dict[bytes, object]]], list[Put]]:
+        """The keyspace in the two parts a snapshot encodes: each bucket's dict, in which only
+        the keys mapping to ``bytes`` are read (a key with an expiry maps to its record), and
+        a ``Put`` of each key with an expiry. Live objects: read them before the next change.
+        """
+        buckets = cast(list[tuple[bytes, dict[bytes, object]]], list(self._buckets.items()))
+        return buckets, [Put(r.bucket, r.key, r.value, r._wheel_tick) for r in self._wheel]
+
+    def frozen_snapshot_parts(self) -> tuple[list[tuple[bytes, dict[bytes, object]]], list[Put]]:
+        """``snapshot_parts()`` of the keyspace as it is now, safe to read in another thread
+        later.
 
         Copies each bucket's dict here (values are immutable ``bytes``, shared, not copied),
         and the value and deadline of each key with an expiry, because ``put`` updates such a
         record in place: this copy is the whole pause a checkpoint costs the owner; encoding
         and writing the snapshot then run off the owner while writes go on.
         """
-        copy = [(name, bucket.copy()) for name, bucket in self._buckets.items()]
-        expiring = [(r.bucket, r.key, r.value, r._wheel_tick) for r in self._wheel]
-
-        def generate() -> Iterator[Put]:
-            for name, bucket in copy:
-                for key, stored in bucket.items():
-                    if isinstance(stored, bytes):
-                        yield Put(name, key, stored)
-            for name, key, value, deadline in expiring:
-                yield Put(name, key, value, deadline)
-
-        return generate()
+        buckets, expiring = self.snapshot_parts()
+        return [(name, bucket.copy()) for name, bucket in buckets], expiring
 
     def sorted_keys(self, bucket: bytes) -> list[bytes] | None:
         """The keys of ``bucket`` in byte order (expired ones not yet removed included), or

@@ -53,7 +53,7 @@ from minidb.protocol import (
 from minidb.protocol._line import LF, NOT_REPRESENTABLE, can_carry, is_name
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
-from minidb.wal import Put, encode_ops, encode_put
+from minidb.wal import Put, encode_ops, encode_put, pack_payloads, pack_puts
 
 
 def encode_put_op(op: Put) -> bytes:
@@ -62,6 +62,16 @@ def encode_put_op(op: Put) -> bytes:
     if op.expire_at_ms is None:
         return encode_put(op.bucket, op.key, op.value)
     return encode_ops((op,))
+
+
+def _snapshot_payloads(
+    buckets: list[tuple[bytes, dict[bytes, object]]], expiring: list[Put]
+) -> Iterator[bytes]:
+    # Keys without expiry, the bulk, are packed a bucket at a time (in C when built); the few
+    # with one go through the general encoder.
+    for name, bucket in buckets:
+        yield from pack_puts(name, bucket)
+    yield from pack_payloads(map(encode_put_op, expiring))
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +207,15 @@ class StoreState:
         a checkpoint writes)."""
         return map(encode_put_op, self.keyspace.items())
 
-    def frozen_records(self) -> Iterator[bytes]:
-        """``records()`` of the keyspace as it is now, safe to iterate in another thread later
-        (``Keyspace.frozen_items``: the copy made here is the owner's whole pause)."""
-        return map(encode_put_op, self.keyspace.frozen_items())
+    def snapshot(self) -> Iterator[bytes]:
+        """The whole keyspace as snapshot record payloads, many keys each: what a checkpoint
+        writes. Iterate it before the next change (``frozen_snapshot`` for later)."""
+        return _snapshot_payloads(*self.keyspace.snapshot_parts())
+
+    def frozen_snapshot(self) -> Iterator[bytes]:
+        """``snapshot()`` of the keyspace as it is now, safe to iterate in another thread later
+        (``Keyspace.frozen_snapshot_parts``: the copy made here is the owner's whole pause)."""
+        return _snapshot_payloads(*self.keyspace.frozen_snapshot_parts())
 
     def __len__(self) -> int:
         return len(self.keyspace)

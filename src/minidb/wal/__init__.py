@@ -28,6 +28,7 @@ from minidb.wal._payload import (
     encode_put,
     encode_remove,
     pack_payloads,
+    pack_puts,
 )
 from minidb.wal._seed import Seed, holds_store, segment_copy_records
 
@@ -64,6 +65,7 @@ __all__ = [
     "holds_store",
     "open_log",
     "pack_payloads",
+    "pack_puts",
     "segment_copy_records",
     "segment_header",
     "segment_name",

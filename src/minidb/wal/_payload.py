@@ -12,8 +12,9 @@ verified its checksum, so the caller reports it as corruption at the record's of
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from minidb.wal._coalesce import coalesce
 from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION
@@ -90,6 +91,60 @@ def pack_payloads(
     third of its time (3M keys, py-spy) framing and checksumming one record per key.
     """
     return coalesce(payloads, limit)
+
+
+def pack_puts(
+    bucket: bytes, mapping: Mapping[bytes, object], limit: int = PACKED_RECORD_BYTES
+) -> Iterator[bytes]:
+    """The ``Put`` without expiry of every key of ``bucket`` in ``mapping`` whose value is
+    ``bytes``, packed into payloads of about ``limit`` bytes as ``pack_payloads`` packs them, in
+    the mapping's order. Items with any other value (keys with an expiry) are skipped: the
+    caller encodes those.
+
+    A snapshot's bulk. A dict is packed in C when the accelerator is built (``_cpayload.c``
+    says why); the mapping must not change while the payloads are taken.
+    """
+    if _pack_puts_from is None or type(mapping) is not dict:
+        return coalesce(
+            (encode_put(bucket, k, v) for k, v in mapping.items() if type(v) is bytes), limit
+        )
+    return _pack_dict_puts(_pack_puts_from, bucket, mapping, limit)
+
+
+def _pack_dict_puts(
+    pack_from: _PackPutsFrom, bucket: bytes, mapping: dict[bytes, object], limit: int
+) -> Iterator[bytes]:
+    size = len(mapping)
+    pos = 0
+    while True:
+        if len(mapping) != size:
+            raise RuntimeError("the map changed size while its snapshot was being packed")
+        payload, pos = pack_from(bucket, mapping, pos, limit)
+        if payload is None:
+            return
+        yield payload
+
+
+_PackPutsFrom = Callable[[bytes, dict[bytes, object], int, int], tuple[bytes | None, int]]
+
+
+def _load_pack_puts_from() -> _PackPutsFrom | None:
+    """``_cpayload.pack_puts_from``, or None when switched off or not built."""
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None
+    try:
+        from minidb.wal import _cpayload  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _cpayload.pack_puts_from  # type: ignore[no-any-return]
+
+
+PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
+"""Environment variable: ``1`` keeps ``pack_puts`` pure Python even when ``_cpayload`` is built."""
+
+_pack_puts_from = _load_pack_puts_from()
+ACCELERATED = _pack_puts_from is not None
+"""Whether ``pack_puts`` packs dicts in C."""
 
 
 def encode_remove(bucket: bytes, key: bytes) -> bytes:
