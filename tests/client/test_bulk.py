@@ -165,6 +165,32 @@ def test_bulk_writer_refuses_requests_the_protocol_cannot_carry() -> None:
     run(body)
 
 
+def test_bulk_writer_set_many_sends_in_order_and_stops_at_a_row_it_cannot_carry() -> None:
+    """``set_many`` sends its rows in order, records invalid UTF-8 as a failure with its tag,
+    and raises ``ProtocolError`` at the first row the protocol cannot carry, leaving the rows
+    before it queued and sending none after it."""
+    received: list[bytes] = []
+
+    async def record(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while rows := await read_frame(reader):
+            received.extend(rows)
+            writer.write(b"OK %d\n" % len(rows))
+
+    async def body() -> None:
+        async with stand_in(record) as port, await BulkWriter.connect("127.0.0.1", port) as w:
+            rows = [(n, b"b", b"k%d" % n, b"v%d" % n) for n in range(3000)]
+            await w.set_many([*rows[:10], (10, b"b", b"k10", b"\xff"), *rows[11:]])
+            with pytest.raises(ProtocolError):
+                await w.set_many([(5000, b"b", b"x", b"ok"), (5001, b"b", b"y", b"a\nb"),
+                                  (5002, b"b", b"z", b"never")])
+            await w.flush()
+            assert w.failures == [BulkFailure(10, "invalid utf-8")]
+
+    run(body)
+    expected = [b"SET b k%d v%d" % (n, n) for n in range(3000) if n != 10]
+    assert received == [*expected, b"SET b x ok"]
+
+
 def test_bulk_writer_retries_busy_then_succeeds() -> None:
     """``ERR busy`` is resent (the whole frame) after a backoff until the server takes it."""
     refusals: dict[tuple[bytes, ...], int] = {}

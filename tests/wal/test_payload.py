@@ -223,3 +223,27 @@ def test_pack_puts_in_c_checks_its_arguments() -> None:
     with pytest.raises(TypeError):
         pack_from(b"b", {})  # type: ignore[call-arg]
     assert pack_from(b"b", {b"k": object()}, 0, 10) == (None, 1)
+
+
+PLAIN_PUTS = st.lists(
+    st.builds(Put, NAMES, NAMES, st.binary(max_size=300), st.none()), max_size=40
+)
+
+
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(PLAIN_PUTS, st.lists(OPS, max_size=3))
+def test_encode_ops_of_a_list_is_the_general_encoding(puts: list[Op], others: list[Op]) -> None:
+    """A list of puts without expiry (encoded in C when built) encodes to the same bytes as
+    the general loop gives for the same operations; a list with any other operation too."""
+    for ops in (puts, [*puts, *others], [*others, *puts]):
+        if ops:
+            assert encode_ops(ops) == encode_ops(iter(ops))
+            assert decode_ops(encode_ops(ops)) == ops
+
+
+def test_encode_ops_of_a_list_refuses_what_the_general_encoder_refuses() -> None:
+    """Fields that are not bytes and an empty list get the general encoder's errors."""
+    with pytest.raises(ValueError, match="at least one"):
+        encode_ops([])
+    with pytest.raises(TypeError):
+        encode_ops([Put(b"b", "text", b"v")])  # type: ignore[arg-type]

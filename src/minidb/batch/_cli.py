@@ -103,6 +103,7 @@ def _worker(args: argparse.Namespace) -> int:
         return 2
     import minidb.runtime
 
+    minidb.runtime.tune_for_throughput()
     return minidb.runtime.run(_main(args, config, address))
 
 

@@ -82,6 +82,8 @@ _GOOD_ROW = re.compile(
     + rb',(?:([^,"\r\n\x00]*)|"([^"\r\n\x00]*(?:""[^"\r\n\x00]*)*)")\r?\n'
 )
 _QUOTE, _COMMA, _LF, _CR = 0x22, 0x2C, 0x0A, 0x0D
+_new_tuple = tuple.__new__
+"""Builds a ``GoodRow`` without the Python-level ``__new__`` of a NamedTuple: once per row."""
 
 
 class GoodRow(NamedTuple):
@@ -300,7 +302,7 @@ class ImportReader:
                 if value is None:
                     value = quoted.replace(b'""', b'"')
                 if len(value) <= MAX_VALUE_BYTES and value.isascii():
-                    out.append(GoodRow(self._line, bucket, key, value))
+                    out.append(_new_tuple(GoodRow, (self._line, bucket, key, value)))
                     self._good += 1
                     self._line += 1
                     self._row_line = self._line

@@ -58,7 +58,7 @@ import asyncio
 import contextlib
 import random as _random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,26 +215,44 @@ class BulkWriter:
         and the stream's failure (``UnavailableError``, ``StoreError``, ``BusyError``,
         ``ProtocolError``) once it has one.
         """
-        # The hot path of a load, so inlined: buckets are few, so each is checked once.
-        if (
-            bucket not in self._buckets_ok
-            or _name_ok(key) is None
-            or len(value) > MAX_VALUE_BYTES
-            or b"\n" in value
-            or b"\r" in value
-            or not value.isascii()
-        ):
-            _check(bucket, key, value)
-            self._remember_bucket(bucket)
-            if not can_carry(value):  # (past ``_check``: only invalid UTF-8 is left)
-                # The server's reason, without the resend of a frame it would refuse.
-                self._raise_if_failed()
-                self.failures.append(BulkFailure(tag, "invalid utf-8"))
-                return
-        line = b"SET %b %b %b\n" % (bucket, key, value)
-        if self._failure or self._outstanding >= self.window:
-            await self._wait_for_room()
-        self._gather(line, tag)
+        await self.set_many(((tag, bucket, key, value),))
+
+    async def set_many(self, rows: Iterable[tuple[object, bytes, bytes, bytes]]) -> None:
+        """``set(bucket, key, value, tag)`` of each ``(tag, bucket, key, value)`` row, in order,
+        as one call: a load's hot path, which awaits only while the window is full.
+
+        Raises as ``set`` does, at the first row it cannot carry; the rows before it stay
+        queued.
+        """
+        buckets_ok = self._buckets_ok
+        gather = self._gather
+        for tag, bucket, key, value in rows:
+            # Inlined checks: buckets are few, so each is checked once.
+            if (
+                bucket not in buckets_ok
+                or _name_ok(key) is None
+                or len(value) > MAX_VALUE_BYTES
+                or b"\n" in value
+                or b"\r" in value
+                or not value.isascii()
+            ) and not self._carries(bucket, key, value, tag):
+                continue
+            if self._failure or self._outstanding >= self.window:
+                await self._wait_for_room()
+            gather(b"SET %b %b %b\n" % (bucket, key, value), tag)
+
+    def _carries(self, bucket: bytes, key: bytes, value: bytes, tag: object) -> bool:
+        """The full check of a row the inlined one did not pass: raises ``ProtocolError`` if
+        the protocol cannot carry it; False, with the row recorded as a failure, if only its
+        UTF-8 is invalid (the server's reason, without the resend of a frame it would
+        refuse)."""
+        _check(bucket, key, value)
+        self._remember_bucket(bucket)
+        if can_carry(value):
+            return True
+        self._raise_if_failed()
+        self.failures.append(BulkFailure(tag, "invalid utf-8"))
+        return False
 
     async def delete(self, bucket: bytes, key: bytes, tag: object = None) -> None:
         """Queue ``DEL bucket key`` (``NIL``, a key that was not there, counts as success)."""

@@ -9,6 +9,8 @@
 - ``enable_introspection()``, ``snapshot()``, ``snapshot_json()``: per-task polls, busy and
   scheduled time, blocking-step detection, loop-wide figures (``_introspection.py``).
 - ``minidb.runtime.testing``: the paused-clock loop for tests, and a pytest plugin.
+- ``tune_for_throughput()``: the garbage collector set for a process that allocates per
+  request (``_collector.py``): what ``minidb serve`` and the batch worker call at start.
 - ``run()``, ``new_event_loop()``, ``EventLoopPolicy``: ways to switch a program over::
 
       minidb.runtime.run(main())                                       # like asyncio.run
@@ -25,6 +27,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from minidb.runtime._accel import ACCELERATED
+from minidb.runtime._collector import tune_for_throughput
 from minidb.runtime._introspection import (
     DEFAULT_BLOCKING_THRESHOLD_S,
     BlockingEvent,
@@ -65,6 +68,7 @@ __all__ = [
     "snapshot_json",
     "timeout",
     "timeout_at",
+    "tune_for_throughput",
 ]
 
 T = TypeVar("T")

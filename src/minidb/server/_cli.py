@@ -178,10 +178,11 @@ def _serve(args: argparse.Namespace) -> int:
         sys.stderr.write(f"minidb serve: error: {exc}\n")
         return 2
     configure()
-    if args.loop == "asyncio":
-        return asyncio.run(_main(config))
     import minidb.runtime
 
+    minidb.runtime.tune_for_throughput()
+    if args.loop == "asyncio":
+        return asyncio.run(_main(config))
     return minidb.runtime.run(_main(config))
 
 

@@ -1,8 +1,9 @@
-/* minidb.wal._cpayload: packing a bucket's keys into snapshot payloads in C (optional
- * accelerator).
+/* minidb.wal._cpayload: packing many PUTs into one payload in C (optional accelerator).
  *
- * One function, the C twin of the pure loop in ``_payload.pack_puts`` (the format is
- * ``docs/wal-format.md``, "Operation payload"):
+ * Two functions, C twins of pure loops in ``_payload`` (the format is ``docs/wal-format.md``,
+ * "Operation payload"): ``pack_puts_from`` below, and ``encode_plain_puts``, the common case of
+ * ``encode_ops`` (further down).
+ *
  *
  * ``pack_puts_from(bucket, mapping, pos, limit) -> (payload | None, next pos)`` walks the dict
  * ``mapping`` from the ``PyDict_Next`` position ``pos`` and encodes every item whose value is
@@ -125,11 +126,56 @@ pack_puts_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* ``encode_plain_puts(ops, put_type) -> bytes | None``: the payload of a list of operations
+ * that are all ``put_type`` instances (exactly) without expiry, e.g. a BULK frame's journal
+ * group; ``None`` as soon as one is anything else, for the general encoder to take. */
+static PyObject *
+encode_plain_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "encode_plain_puts(ops: list, put_type)");
+        return NULL;
+    }
+    PyObject *ops = args[0];
+    PyTypeObject *put_type = (PyTypeObject *)args[1];
+    Py_ssize_t n = PyList_GET_SIZE(ops), total = 0;
+    if (n == 0)
+        Py_RETURN_NONE;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != put_type || PyTuple_GET_SIZE(op) != 4 ||
+            PyTuple_GET_ITEM(op, 3) != Py_None)
+            Py_RETURN_NONE;
+        PyObject *b = PyTuple_GET_ITEM(op, 0), *k = PyTuple_GET_ITEM(op, 1),
+                 *v = PyTuple_GET_ITEM(op, 2);
+        if (!PyBytes_CheckExact(b) || !PyBytes_CheckExact(k) || !PyBytes_CheckExact(v))
+            Py_RETURN_NONE;
+        Py_ssize_t bl = PyBytes_GET_SIZE(b), kl = PyBytes_GET_SIZE(k), vl = PyBytes_GET_SIZE(v);
+        if ((uint64_t)bl > UINT32_MAX || (uint64_t)kl > UINT32_MAX || (uint64_t)vl > UINT32_MAX)
+            Py_RETURN_NONE; /* the general encoder says why */
+        total += PUT_HEAD + bl + kl + vl;
+    }
+    PyObject *payload = PyBytes_FromStringAndSize(NULL, total);
+    if (payload == NULL)
+        return NULL;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(payload);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        PyObject *b = PyTuple_GET_ITEM(op, 0);
+        p = write_put(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), PyTuple_GET_ITEM(op, 1),
+                      PyTuple_GET_ITEM(op, 2));
+    }
+    return payload;
+}
+
 static PyMethodDef cpayload_methods[] = {
     {"pack_puts_from", (PyCFunction)(void (*)(void))pack_puts_from, METH_FASTCALL,
      "pack_puts_from(bucket, mapping, pos, limit) -> (payload or None, next pos)\n\n"
      "The PUT without expiry of each item of the dict whose value is bytes, from PyDict_Next "
      "position pos, until the payload reaches limit bytes."},
+    {"encode_plain_puts", (PyCFunction)(void (*)(void))encode_plain_puts, METH_FASTCALL,
+     "encode_plain_puts(ops, put_type) -> payload, or None unless every op is a put_type "
+     "without expiry."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -128,23 +128,26 @@ def _pack_dict_puts(
 _PackPutsFrom = Callable[[bytes, dict[bytes, object], int, int], tuple[bytes | None, int]]
 
 
-def _load_pack_puts_from() -> _PackPutsFrom | None:
-    """``_cpayload.pack_puts_from``, or None when switched off or not built."""
+_EncodePlainPuts = Callable[[list[Op], type], bytes | None]
+
+
+def _load_accelerator() -> tuple[_PackPutsFrom | None, _EncodePlainPuts | None]:
+    """``_cpayload``'s two functions, or Nones when switched off or not built."""
     if os.environ.get(PURE_PYTHON_ENV) == "1":
-        return None
+        return None, None
     try:
         from minidb.wal import _cpayload  # type: ignore[attr-defined]
     except ImportError:
-        return None
-    return _cpayload.pack_puts_from  # type: ignore[no-any-return]
+        return None, None
+    return _cpayload.pack_puts_from, _cpayload.encode_plain_puts
 
 
 PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
-"""Environment variable: ``1`` keeps ``pack_puts`` pure Python even when ``_cpayload`` is built."""
+"""Environment variable: ``1`` keeps this module pure Python even when ``_cpayload`` is built."""
 
-_pack_puts_from = _load_pack_puts_from()
+_pack_puts_from, _encode_plain_puts = _load_accelerator()
 ACCELERATED = _pack_puts_from is not None
-"""Whether ``pack_puts`` packs dicts in C."""
+"""Whether ``pack_puts`` and ``encode_ops``'s common case run in C."""
 
 
 def encode_remove(bucket: bytes, key: bytes) -> bytes:
@@ -165,6 +168,11 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
 
     Raises ``ValueError`` for no operations, an unrepresentable expiry, or a field of 4 GiB.
     """
+    if _encode_plain_puts is not None and type(ops) is list:
+        # A BULK frame's group, the common record of a load: puts without expiry, in C.
+        payload = _encode_plain_puts(ops, Put)
+        if payload is not None:
+            return payload
     parts: list[bytes] = []
     pack_lengths = _pack_lengths
     try:
