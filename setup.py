@@ -1,9 +1,9 @@
 """Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
 ``minidb.runtime._cwheel`` (the timer wheel), ``minidb.protocol._cresp`` (the RESP decoder's
-hot loop) and ``minidb.wal._cpayload`` (a checkpoint's packing of every key) are built when a C
-compiler is at hand; without one the build warns and carries on (``optional=True``), and the
-pure-Python code runs.
+hot loop), ``minidb.wal._cpayload`` (many PUTs packed into one payload) and
+``minidb.batch._ccsv`` (the import reader's common row) are built when a C compiler is at hand;
+without one the build warns and carries on (``optional=True``), and the pure-Python code runs.
 """
 
 import sys
@@ -25,6 +25,12 @@ setup(
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "minidb.batch._ccsv",
+            ["src/minidb/batch/_ccsv.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

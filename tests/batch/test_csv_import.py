@@ -8,11 +8,13 @@ import io
 import itertools
 import tracemalloc
 from collections.abc import Iterator
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minidb.batch import _csv_import
 from minidb.batch._csv_import import (
     MAX_FIELD_BYTES,
     BadRow,
@@ -387,3 +389,58 @@ def test_quoted_row_fast_path_keeps_bad_rows_and_line_numbers() -> None:
         (2, None), (3, "stray_quote"), (4, "value_has_newline"), (6, None),
     ]
     assert got[0].value == b'a,"b"'  # type: ignore[index,union-attr]
+
+
+# --- the C reader of common rows (``_ccsv``) against the Python one ---------------------------
+
+_EDGE_NAMES = [b"n" * 64, b"n" * 65, b"", b"a b", b"a\xff", b"a\x00", b'"a"', b"a\r"]
+_VALUE_TOKENS = [*_TOKENS, b"x" * 50, b"\x7f", b"\xc3\xa9", b"\t", b" ", b"'"]
+_name_fields = st.one_of(names.map(str.encode), st.sampled_from(_EDGE_NAMES))
+_value_bodies = st.one_of(
+    st.lists(st.sampled_from(_VALUE_TOKENS), max_size=10).map(b"".join),
+    st.sampled_from([b"v" * MAX_VALUE_BYTES, b"v" * (MAX_VALUE_BYTES + 1),
+                     b"v" * (MAX_VALUE_BYTES - 1) + b'"']),
+)
+_value_fields = st.one_of(
+    _value_bodies,
+    _value_bodies.map(lambda body: b'"' + body.replace(b'"', b'""') + b'"'),  # quoted right
+    _value_bodies.map(lambda body: b'"' + body + b'"'),  # quoted, quotes not doubled
+)
+_common_rows = st.lists(
+    st.tuples(_name_fields, _name_fields, _value_fields, st.sampled_from([b"\n", b"\r\n", b"\r"]))
+    .map(lambda r: b",".join(r[:3]) + r[3]),
+    max_size=12,
+).map(lambda lines: HEAD + b"".join(lines))
+
+
+def _outcome_in_python(data: bytes) -> object:
+    """The reader's outcome with its C scan of common rows switched off."""
+    with mock.patch.object(_csv_import, "_good_rows", None):
+        return _outcome(ImportReader(), data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_common_rows)
+def test_common_rows_read_the_same_in_c_and_in_python(data: bytes) -> None:
+    """Rows near every rule of the common row (name length 64/65 and bytes, value length at
+    the limit, NUL, CR, non-ASCII, doubled and stray quotes, either terminator) read exactly
+    alike with the C scan and without it, and as the byte-level state machine reads them."""
+    expected = _outcome(_ByteLevelReader(), data)
+    assert _outcome_in_python(data) == expected
+    assert _outcome(ImportReader(), data) == expected
+
+
+@pytest.mark.skipif(not _csv_import.ACCELERATED, reason="the C reader is not built")
+def test_c_reader_of_common_rows_checks_its_arguments() -> None:
+    """Wrong types and a position outside the data are refused, not read past."""
+    good_rows = _csv_import._good_rows
+    assert good_rows is not None
+    out: list[Row] = []
+    with pytest.raises(TypeError):
+        good_rows("text", 0, 2, out, GoodRow, 10, 10)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        good_rows(b"a,b,c\n", 0, 2, out, dict, 10, 10)
+    with pytest.raises(ValueError):
+        good_rows(b"a,b,c\n", 7, 2, out, GoodRow, 10, 10)
+    assert good_rows(b"a,b,c\nd,e,\"f\"\"\"\r\nbad", 0, 2, out, GoodRow, 10, 10) == (17, 2)
+    assert out == [GoodRow(2, b"a", b"b", b"c"), GoodRow(3, b"d", b"e", b'f"')]

@@ -45,9 +45,11 @@ blank line (no bytes between two terminators) is skipped; a header-only file has
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from minidb.batch._errors import CsvError
 from minidb.protocol import MAX_NAME_CHARS, MAX_VALUE_BYTES
@@ -82,8 +84,31 @@ _GOOD_ROW = re.compile(
     + rb',(?:([^,"\r\n\x00]*)|"([^"\r\n\x00]*(?:""[^"\r\n\x00]*)*)")\r?\n'
 )
 _QUOTE, _COMMA, _LF, _CR = 0x22, 0x2C, 0x0A, 0x0D
+PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
+"""Environment variable: ``1`` keeps the reader pure Python even when ``_ccsv`` is built."""
 _new_tuple = tuple.__new__
 """Builds a ``GoodRow`` without the Python-level ``__new__`` of a NamedTuple: once per row."""
+
+
+GoodRows = Callable[[bytes, int, int, list[Any], type, int, int], tuple[int, int]]
+"""``good_rows(data, pos, line, out, row_type, max_value, max_name) -> (next pos, rows)``."""
+
+
+def _load_good_rows() -> GoodRows | None:
+    """``_ccsv.good_rows`` (the common row in C, see ``_ccsv.c``), or None when switched off
+    or not built."""
+    if os.environ.get(PURE_PYTHON_ENV) == "1":
+        return None
+    try:
+        from minidb.batch import _ccsv  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _ccsv.good_rows  # type: ignore[no-any-return]
+
+
+_good_rows = _load_good_rows()
+ACCELERATED = _good_rows is not None
+"""Whether the reader takes its common rows in C."""
 
 
 class GoodRow(NamedTuple):
@@ -292,11 +317,25 @@ class ImportReader:
         the byte-level path, which decides every error. Returns where it stopped."""
         match_quoted = _QUOTED_ROW.match
         match_good = _GOOD_ROW.match
+        good_rows = _good_rows if self._header_done else None
         while True:
+            if good_rows is not None:
+                # The common rows in C, up to the first other one, which the code below takes.
+                i, taken = good_rows(
+                    data, i, self._line, out, GoodRow, MAX_VALUE_BYTES, MAX_NAME_CHARS
+                )
+                if taken:
+                    self._good += taken
+                    self._line += taken
+                    self._row_line = self._line
             j = data.find(b"\n", i)
             if j < 0:
                 return i
-            if self._header_done and (row := match_good(data, i)) is not None:
+            if (
+                good_rows is None
+                and self._header_done
+                and (row := match_good(data, i)) is not None
+            ):
                 # (No class of the pattern takes a LF: the match ends at this line's.)
                 bucket, key, value, quoted = row.groups()
                 if value is None:
