@@ -8,12 +8,12 @@ import pathlib
 SRC = pathlib.Path(__file__).resolve().parent.parent / "src" / "minidb"
 
 # Each layer may import only the layers listed for it (and itself). Modules at the package
-# root (errors, _failpoints) are shared infrastructure every layer may use, except runtime,
-# which stands alone so it can be reused by any asyncio program.
+# root (errors, _failpoints, _accelerators) are shared infrastructure every layer may use,
+# except runtime, which stands alone so it can be reused by any asyncio program.
 ALLOWED = {
     "runtime": set(),
-    "protocol": {"errors"},
-    "wal": {"errors", "_failpoints"},
+    "protocol": {"errors", "_accelerators"},
+    "wal": {"errors", "_failpoints", "_accelerators"},
     "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
     "objstore": {"errors", "runtime"},
     "replication": {"errors", "_failpoints", "wal", "objstore", "runtime", "store"},
@@ -21,7 +21,7 @@ ALLOWED = {
         "errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore", "replication",
     },
     "client": {"errors", "protocol", "runtime"},
-    "batch": {"errors", "protocol", "client", "runtime", "objstore"},
+    "batch": {"errors", "_accelerators", "protocol", "client", "runtime", "objstore"},
     "up": {"errors", "server", "batch", "client", "objstore", "store", "wal", "protocol",
            "runtime"},
 }

@@ -45,12 +45,12 @@ blank line (no bytes between two terminators) is skipped; a header-only file has
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from minidb._accelerators import load
 from minidb.batch._errors import CsvError
 from minidb.protocol import MAX_NAME_CHARS, MAX_VALUE_BYTES
 
@@ -84,8 +84,6 @@ _GOOD_ROW = re.compile(
     + rb',(?:([^,"\r\n\x00]*)|"([^"\r\n\x00]*(?:""[^"\r\n\x00]*)*)")\r?\n'
 )
 _QUOTE, _COMMA, _LF, _CR = 0x22, 0x2C, 0x0A, 0x0D
-PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
-"""Environment variable: ``1`` keeps the reader pure Python even when ``_ccsv`` is built."""
 _new_tuple = tuple.__new__
 """Builds a ``GoodRow`` without the Python-level ``__new__`` of a NamedTuple: once per row."""
 
@@ -94,19 +92,9 @@ GoodRows = Callable[[bytes, int, int, list[Any], type, int, int], tuple[int, int
 """``good_rows(data, pos, line, out, row_type, max_value, max_name) -> (next pos, rows)``."""
 
 
-def _load_good_rows() -> GoodRows | None:
-    """``_ccsv.good_rows`` (the common row in C, see ``_ccsv.c``), or None when switched off
-    or not built."""
-    if os.environ.get(PURE_PYTHON_ENV) == "1":
-        return None
-    try:
-        from minidb.batch import _ccsv  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return _ccsv.good_rows  # type: ignore[no-any-return]
-
-
-_good_rows = _load_good_rows()
+_ccsv = load("minidb.batch._ccsv")
+_good_rows: GoodRows | None = None if _ccsv is None else _ccsv.good_rows
+"""``_ccsv.good_rows`` (the common row in C, see ``_ccsv.c``), or None."""
 ACCELERATED = _good_rows is not None
 """Whether the reader takes its common rows in C."""
 

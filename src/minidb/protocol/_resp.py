@@ -46,13 +46,13 @@ bounded in length before it is converted, so no input reaches CPython's integer 
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
 from typing import Final
 
+from minidb._accelerators import load
 from minidb.errors import ProtocolError
 from minidb.protocol._resp_fields import split_inline, strict_int
 
@@ -93,9 +93,6 @@ _FAST_BULK_LIMIT: Final = 4096
 _HEADERS: Final = tuple(b"$%d" % n for n in range(_FAST_BULK_LIMIT))
 _header_of = _HEADERS.__getitem__
 
-PURE_PYTHON_ENV: Final = "MINIDB_PURE_PYTHON"
-"""Environment variable: ``1`` keeps the decoder pure Python even when ``_cresp`` is built."""
-
 Scan = Callable[[list[bytes], int, int, list[list[bytes]], int, int, int], int]
 """``scan(lines, i, last, out, limit, max_count, max_bulk) -> next i`` (see ``_cresp.c``)."""
 ScanRaw = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
@@ -104,13 +101,8 @@ ScanRaw = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
 
 def _load_scans() -> tuple[Scan | None, ScanRaw | None]:
     """The C scans, or Nones when they are switched off or were not built."""
-    if os.environ.get(PURE_PYTHON_ENV) == "1":
-        return None, None
-    try:
-        from minidb.protocol import _cresp  # type: ignore[attr-defined]
-    except ImportError:
-        return None, None
-    return _cresp.scan, _cresp.scan_raw
+    cresp = load("minidb.protocol._cresp")
+    return (None, None) if cresp is None else (cresp.scan, cresp.scan_raw)
 
 
 _scan, _scan_raw = _load_scans()

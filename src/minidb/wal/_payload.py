@@ -12,10 +12,10 @@ verified its checksum, so the caller reports it as corruption at the record's of
 
 from __future__ import annotations
 
-import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 
+from minidb._accelerators import load
 from minidb.wal._coalesce import coalesce
 from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION
 from minidb.wal._ops import Expire, Flush, Op, Put, Remove
@@ -126,27 +126,14 @@ def _pack_dict_puts(
 
 
 _PackPutsFrom = Callable[[bytes, dict[bytes, object], int, int], tuple[bytes | None, int]]
-
-
 _EncodePlainPuts = Callable[[list[Op], type], bytes | None]
 
-
-def _load_accelerator() -> tuple[_PackPutsFrom | None, _EncodePlainPuts | None]:
-    """``_cpayload``'s two functions, or Nones when switched off or not built."""
-    if os.environ.get(PURE_PYTHON_ENV) == "1":
-        return None, None
-    try:
-        from minidb.wal import _cpayload  # type: ignore[attr-defined]
-    except ImportError:
-        return None, None
-    return _cpayload.pack_puts_from, _cpayload.encode_plain_puts
-
-
-PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
-"""Environment variable: ``1`` keeps this module pure Python even when ``_cpayload`` is built."""
-
-_pack_puts_from, _encode_plain_puts = _load_accelerator()
-ACCELERATED = _pack_puts_from is not None
+_cpayload = load("minidb.wal._cpayload")
+_pack_puts_from: _PackPutsFrom | None = None if _cpayload is None else _cpayload.pack_puts_from
+_encode_plain_puts: _EncodePlainPuts | None = (
+    None if _cpayload is None else _cpayload.encode_plain_puts
+)
+ACCELERATED = _cpayload is not None
 """Whether ``pack_puts`` and ``encode_ops``'s common case run in C."""
 
 
