@@ -294,7 +294,7 @@ def test_owner_bulk_frame_replays_whole(tmp_path: pathlib.Path) -> None:
     copy = StoreState()
     for ops in records:
         copy.keyspace.apply_ops(ops, 0)
-    assert sorted(copy.records()) == sorted(state.records())
+    assert sorted(copy.keyspace.items()) == sorted(state.keyspace.items())
     assert len(copy) == 299
 
 
@@ -317,13 +317,13 @@ def test_owner_bulk_frame_is_rolled_back_whole_when_the_log_fails(
     state = StoreState()
     owner = StoreOwner(state, log, mailbox=100)
     owner.commit([_batch(Sink(), Set(b"u", b"a", b"old"), Set(b"u", b"gone", b"x"))])
-    before = sorted(state.records())
+    before = sorted(state.keyspace.items())
     setattr(log, f"fail_{failure}", errno.EIO)
     frame = _frame(Sink(), *rows)
     owner.commit([frame])
     assert len(state) == 2
     assert frame.replies == [b"ERR not logged: Input/output error\n"]
-    assert sorted(state.records()) == before
+    assert sorted(state.keyspace.items()) == before
     assert owner.statistics().refused == {("BULK", "not_logged"): 1}
     later = _frame(Sink(), Set(b"u", b"a", b"later"))
     owner.commit([later])

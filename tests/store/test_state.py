@@ -59,28 +59,28 @@ def test_state_rollback_restores_previous_values() -> None:
     state = StoreState()
     state.apply(Set(b"b", b"kept", b"old"))
     state.apply(Set(b"b", b"gone", b"was-here"))
-    before = sorted(state.records())
+    before = sorted(state.keyspace.items())
     journal = OpJournal()
     state.execute(Set(b"b", b"kept", b"new"), journal, NOW)
     state.execute(Set(b"b", b"fresh", b"1"), journal, NOW)
     state.execute(Set(b"b", b"fresh", b"2"), journal, NOW)
     state.execute(Delete(b"b", b"gone"), journal, NOW)
     state.rollback(journal)
-    assert sorted(state.records()) == before
+    assert sorted(state.keyspace.items()) == before
     assert len(state) == 2
     assert journal.records == [] and journal.undo == []
 
 
-def test_state_records_replay_to_the_same_store() -> None:
-    """Applying records() (expiry included) to a fresh keyspace reproduces the store."""
+def test_state_snapshot_replays_to_the_same_store() -> None:
+    """Applying snapshot() (expiry included) to a fresh keyspace reproduces the store."""
     state = StoreState()
     for i in range(50):
         state.apply(Set(b"b%d" % (i % 3), b"k%d" % i, b"v %d " % i))
     state.keyspace.put(b"b0", b"timed", b"t", NOW + 5000, None)
     copy = StoreState()
-    for record in state.records():
-        copy.keyspace.apply_ops(decode_ops(record), NOW)
-    assert sorted(copy.records()) == sorted(state.records())
+    for payload in state.snapshot():
+        copy.keyspace.apply_ops(decode_ops(payload), NOW)
+    assert sorted(copy.keyspace.items()) == sorted(state.keyspace.items())
     assert copy.keyspace.lookup(b"b0", b"timed", NOW, None) == (b"t", NOW + 5000)
 
 

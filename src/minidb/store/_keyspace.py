@@ -220,7 +220,7 @@ class Keyspace:
         return None
 
     def items(self) -> Iterator[Put]:
-        """The whole keyspace as ``Put`` ops (what a checkpoint writes), in no order."""
+        """The whole keyspace as ``Put`` ops, each key's expiry included, in no order."""
         for name, bucket in self._buckets.items():
             for key, stored in bucket.items():
                 if isinstance(stored, bytes):

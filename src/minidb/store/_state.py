@@ -202,11 +202,6 @@ class StoreState:
 
     # -- reading the whole store -------------------------------------------------------------
 
-    def records(self) -> Iterator[bytes]:
-        """The whole keyspace as encoded ``Put`` payloads with their expiry, one per key (what
-        a checkpoint writes)."""
-        return map(encode_put_op, self.keyspace.items())
-
     def snapshot(self) -> Iterator[bytes]:
         """The whole keyspace as snapshot record payloads, many keys each: what a checkpoint
         writes. Iterate it before the next change (``frozen_snapshot`` for later)."""
