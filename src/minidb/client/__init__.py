@@ -1,5 +1,5 @@
-"""minidb.client: an async client for the line protocol, a sync wrapper, retry backoff, and a
-bulk writer for loads.
+"""minidb.client: an async client for the line protocol, a sync wrapper, retry backoff, a
+bulk writer for loads, and a small RESP client (``RespClient``) for what only RESP carries.
 
 ::
 
@@ -15,6 +15,7 @@ bulk writer for loads.
 from minidb.client._backoff import Backoff
 from minidb.client._bulk import BulkFailure, BulkStatistics, BulkWriter
 from minidb.client._client import Client, SyncClient, raise_for_error, retry
+from minidb.client._resp import RespClient, RespError
 
 __all__ = [
     "Backoff",
@@ -22,6 +23,8 @@ __all__ = [
     "BulkStatistics",
     "BulkWriter",
     "Client",
+    "RespClient",
+    "RespError",
     "SyncClient",
     "raise_for_error",
     "retry",
