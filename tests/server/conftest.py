@@ -70,6 +70,44 @@ class LineClient:
         self.sock.close()
 
 
+def non_reader(port: int, payload: bytes) -> socket.socket:
+    """A client that sends ``payload`` and never reads (a small receive buffer, so the
+    kernel holds little of what the server sends it)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(IO_TIMEOUT_S)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(payload)
+    return sock
+
+
+def rss_bytes(server: ServerProcess, field: str = "VmRSS") -> int:
+    """The server's resident set size now (``VmHWM``: its peak so far)."""
+    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no {field}")
+
+
+def rss_peak_bytes(server: ServerProcess) -> int:
+    """The server's peak resident set size so far (the kernel's high-water mark)."""
+    return rss_bytes(server, "VmHWM")
+
+
+def rss_when_settled(server: ServerProcess, seconds: float = 3.0) -> int:
+    """RSS once it stopped growing for 0.5 s (or after ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    last, stable_since = rss_bytes(server), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = rss_bytes(server)
+        if now != last:
+            last, stable_since = now, time.monotonic()
+        elif time.monotonic() - stable_since >= 0.5:
+            break
+    return last
+
+
 @dataclass
 class ServerProcess:
     """A running ``minidb serve`` subprocess."""

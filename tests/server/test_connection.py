@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import minidb.runtime
-from minidb.protocol import MAX_BULK_ROWS, Get, RequestDecoder
+from minidb.protocol import MAX_BULK_ROWS, Get, RequestDecoder, Set
 from minidb.server import Server, ServerConfig
 from minidb.server._connection import Hub, LineConnection
 from minidb.store import MemoryLog, StoreOwner, StoreState
@@ -278,13 +278,43 @@ def test_connection_over_soft_output_limit_takes_no_requests(loop: RecordingLoop
 
 
 def test_connection_over_hard_output_limit_is_dropped(loop: RecordingLoop) -> None:
-    """A connection holding more unsent replies than the hard limit is aborted at once."""
+    """A connection left holding more unsent replies than the hard limit by a write is
+    aborted at once (the backstop: the owner's output room keeps it from happening)."""
     conn, transport, owner = _connection(loop, output_soft_limit=1000, output_hard_limit=5000)
     conn.data_received(b"GET b k\n")
-    conn.pause_writing()
-    transport.unsent = 5001
+    write = transport.write
+
+    def write_unsent(data: bytes | bytearray | memoryview) -> None:
+        write(data)
+        transport.unsent = 5001
+        conn.pause_writing()
+
+    transport.write = write_unsent  # type: ignore[method-assign]
     owner.commit(owner.mailbox.take(100))
     assert transport.aborted and conn._hub.output_dropped == 1
+
+
+def test_connection_over_soft_output_limit_gets_its_requests_back_unrun(
+    loop: RecordingLoop,
+) -> None:
+    """A batch that reaches the owner while its connection is over the soft limit is handed
+    back unrun (nothing is built for a client that does not read); it runs, in order, once
+    the client has read."""
+    conn, transport, owner = _connection(loop, output_soft_limit=1000, output_hard_limit=5000)
+    owner.state.apply(Set(b"b", b"k", b"v"))
+    conn.data_received(b"GET b k\nSET b k w\n")
+    transport.unsent = 1001
+    conn.pause_writing()
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes == [] and not transport.aborted
+    assert owner.state.execute(Get(b"b", b"k"), None, 0) == b"VALUE v\n"  # the SET did not run
+    assert len(owner.mailbox) == 0 and not transport.reading
+    transport.unsent = 0
+    conn.resume_writing()
+    assert len(owner.mailbox) == 2
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes == [b"VALUE v\nOK\n"]
+    assert transport.reading
 
 
 def test_connection_idle_deadline_is_rescheduled_not_recreated(loop: RecordingLoop) -> None:

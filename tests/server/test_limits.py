@@ -4,12 +4,17 @@ bound. Black box: a real process, real sockets, its RSS read from /proc."""
 
 from __future__ import annotations
 
-import socket
 import time
-from pathlib import Path
 
 from minidb.protocol import MAX_BULK_BYTES, MAX_BULK_ROWS
-from tests.server.conftest import IO_TIMEOUT_S, LineClient, ServeFactory, ServerProcess
+from tests.server.conftest import (
+    IO_TIMEOUT_S,
+    LineClient,
+    ServeFactory,
+    ServerProcess,
+    non_reader,
+    rss_when_settled,
+)
 
 KEY = "k" * 60
 """Long keys, so that one ``SCAN b 0 1000`` reply is about 62 KB."""
@@ -22,38 +27,6 @@ def _preload_scan_bucket(server: ServerProcess) -> None:
     conn = server.client()
     replies = conn.pipeline([f"SET b {KEY}{i:04d} v" for i in range(1000)])
     assert set(replies) == {"OK"}
-
-
-def _non_reader(port: int, payload: bytes) -> socket.socket:
-    """A client that sends ``payload`` and never reads (a small receive buffer, so the
-    kernel holds little of what the server sends it)."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.settimeout(IO_TIMEOUT_S)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(payload)
-    return sock
-
-
-def _rss_bytes(server: ServerProcess) -> int:
-    for line in Path(f"/proc/{server.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-def _rss_when_settled(server: ServerProcess, seconds: float = 3.0) -> int:
-    """RSS once it stopped growing for 0.5 s (or after ``seconds``)."""
-    deadline = time.monotonic() + seconds
-    last, stable_since = _rss_bytes(server), time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = _rss_bytes(server)
-        if now != last:
-            last, stable_since = now, time.monotonic()
-        elif time.monotonic() - stable_since >= 0.5:
-            break
-    return last
 
 
 def test_limits_huge_number_is_answered_and_connection_survives(serve: ServeFactory) -> None:
@@ -79,7 +52,7 @@ def test_limits_non_readers_lose_their_slots_at_the_idle_timeout(serve: ServeFac
     )
     _preload_scan_bucket(server)
     server.clients.pop().close()
-    floods = [_non_reader(server.port, b"SCAN b 0 1000\n" * 200) for _ in range(3)]
+    floods = [non_reader(server.port, b"SCAN b 0 1000\n" * 200) for _ in range(3)]
     try:
         late = LineClient(server.port, timeout=IO_TIMEOUT_S)
         server.clients.append(late)
@@ -102,10 +75,10 @@ def test_limits_non_readers_cannot_make_the_server_buffer_without_bound(
     tens of MB, not by gigabytes (each is held to its output limit), and others are served."""
     server = serve()
     _preload_scan_bucket(server)
-    before = _rss_when_settled(server, 1.0)
-    floods = [_non_reader(server.port, b"SCAN b 0 1000\n" * 4096) for _ in range(3)]
+    before = rss_when_settled(server, 1.0)
+    floods = [non_reader(server.port, b"SCAN b 0 1000\n" * 4096) for _ in range(3)]
     try:
-        after = _rss_when_settled(server)
+        after = rss_when_settled(server)
         assert server.client().request("GET b nothing") == "NIL"
     finally:
         for sock in floods:
@@ -120,7 +93,7 @@ def test_limits_shutdown_aborts_undrainable_connections_after_grace(serve: Serve
     hold the shutdown past --grace: it is aborted and the server exits 0."""
     server = serve("--grace", "1")
     _preload_scan_bucket(server)
-    flood = _non_reader(server.port, b"SCAN b 0 1000\n" * 200)
+    flood = non_reader(server.port, b"SCAN b 0 1000\n" * 200)
     try:
         time.sleep(0.5)
         started = time.monotonic()

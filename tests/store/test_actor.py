@@ -11,7 +11,16 @@ import pytest
 import minidb.runtime
 from minidb.errors import UnavailableError
 from minidb.protocol import Bulk, Delete, Get, Request, Set
-from minidb.store import Batch, MemoryLog, OpJournal, Session, StoreOwner, StoreState, execute
+from minidb.store import (
+    UNBOUNDED_OUTPUT,
+    Batch,
+    MemoryLog,
+    OpJournal,
+    Session,
+    StoreOwner,
+    StoreState,
+    execute,
+)
 from minidb.wal import Put, Remove, decode_ops, encode_ops, encode_put, encode_remove, open_log
 
 
@@ -23,6 +32,9 @@ class Sink:
 
     def flush(self) -> None:
         self.flushes += 1
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
 
 
 def _batch(sink: Sink, *requests: Request) -> Batch:

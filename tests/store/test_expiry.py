@@ -12,7 +12,7 @@ from minidb.protocol import Expire, Get, Persist, Request, Set, Ttl
 from minidb.runtime.testing import advance, run_paused
 from minidb.server import ServerConfig
 from minidb.server._lifecycle import open_store
-from minidb.store import Batch, MemoryLog, StoreOwner, StoreState
+from minidb.store import UNBOUNDED_OUTPUT, Batch, MemoryLog, StoreOwner, StoreState
 from minidb.wal import Remove, decode_ops
 
 BASE_MS = 1_700_000_000_000
@@ -24,6 +24,9 @@ class Sink:
 
     def flush(self) -> None:
         pass
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
 
 
 def _owner(log: MemoryLog, skew_ms: list[int] | None = None) -> StoreOwner:

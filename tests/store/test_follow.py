@@ -5,6 +5,7 @@ from __future__ import annotations
 from minidb.protocol import Delete, Get, Set
 from minidb.store import (
     APPLIED,
+    UNBOUNDED_OUTPUT,
     Batch,
     FollowExecutor,
     MemoryLog,
@@ -20,6 +21,9 @@ class Sink:
 
     def flush(self) -> None:
         pass
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
 
 
 def _shipped(*records: ShippedRecord) -> Batch:

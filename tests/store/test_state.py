@@ -235,7 +235,7 @@ def _batch_outcome(
     if one_by_one:
         replies = [state.execute(r, journal, NOW) for r in requests]
     else:
-        replies = state.execute_all(requests, journal, NOW)
+        replies, _room = state.execute_all(requests, journal, NOW)
     after = (journal.records, journal.undo, sorted(state.keyspace.items()), len(state))
     index = list(state.keyspace.sorted_keys(b"scanned") or []) if scanned else []
     state.rollback(journal)

@@ -34,7 +34,7 @@ from minidb.errors import CorruptionError
 from minidb.protocol import NIL, Delete, Get, Request, Set
 from minidb.server._config import ServerConfig
 from minidb.server._lifecycle import open_store
-from minidb.store import Batch, StoreOwner, StoreState
+from minidb.store import UNBOUNDED_OUTPUT, Batch, StoreOwner, StoreState
 from minidb.wal import DurableLog, _fs, open_log
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
@@ -71,6 +71,9 @@ Group = list[list[Request]]  # batches of requests, committed together
 class _Sink:
     def flush(self) -> None:
         pass
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
 
 
 SINK = _Sink()

@@ -204,6 +204,28 @@ class RespEncoder:
         _append(out, result, self._v3)
         return b"".join(out)
 
+    def encode_within(self, result: Result, limit: int) -> bytes | int:
+        """``encode(result)``, or, if that is longer than ``limit`` bytes, its length.
+
+        Decided before anything large exists: the parts of a reply are the stored values
+        themselves (a bulk is header, value, CRLF), so they are counted before the one join
+        that would copy them; a refused reply never costs its size."""
+        if result is SIMPLE_OK:
+            return _OK
+        kind = type(result)
+        if kind is bytes:
+            size = len(result)  # type: ignore[arg-type]
+            if size < _SMALL:
+                return _BULK[size] + result + _CRLF  # type: ignore[operator]
+        elif result is None:
+            return self._null
+        elif kind is int and 0 <= result < _SMALL:  # type: ignore[operator]
+            return _INTEGER[result]  # type: ignore[index]
+        out: list[bytes] = []
+        _append(out, result, self._v3)
+        size = sum(map(len, out))
+        return size if size > limit else b"".join(out)
+
     def encode_many(self, results: Iterable[Result]) -> bytes:
         """The wire form of several replies, in order, as one ``bytes`` (one write)."""
         out: list[bytes] = []

@@ -52,7 +52,7 @@ from minidb.replication._layout import (
     parse_key,
 )
 from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk
-from minidb.store import APPLIED, Batch, FollowExecutor, ShippedRecord, StoreOwner
+from minidb.store import APPLIED, UNBOUNDED_OUTPUT, Batch, FollowExecutor, ShippedRecord, StoreOwner
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import PayloadError, decode_ops
 
@@ -108,6 +108,9 @@ class _Applied:
     def flush(self) -> None:
         if not self._future.done():
             self._future.set_result(None)
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT  # a record's replies are read by nobody
 
 
 class _Refusal(Exception):

@@ -48,11 +48,15 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--output-soft-limit", type=int, default=defaults.DEFAULT_OUTPUT_SOFT_LIMIT,
-        metavar="BYTES", help="unsent reply bytes over which a connection stops reading",
+        metavar="BYTES",
+        help="unsent reply bytes over which a connection is given no more replies and stops"
+        " reading",
     )
     parser.add_argument(
         "--output-hard-limit", type=int, default=defaults.DEFAULT_OUTPUT_HARD_LIMIT,
-        metavar="BYTES", help="unsent reply bytes over which a connection is dropped",
+        metavar="BYTES",
+        help="the most reply bytes one connection can make the server hold (default 32 MiB):"
+        " a RESP reply longer than this less the soft limit is answered ERR reply too large",
     )
     parser.add_argument(
         "--grace", type=float, default=defaults.DEFAULT_GRACE_S, metavar="SECONDS",

@@ -30,9 +30,17 @@ client's pipeline to keep the owner busy (redis-benchmark -P 16 needs 16)."""
 DEFAULT_OUTPUT_SOFT_LIMIT = 1024 * 1024
 """Bytes of replies a connection's transport may hold unsent before the connection takes no
 more requests (the transport's high-water mark; the low-water mark is a quarter of it)."""
-DEFAULT_OUTPUT_HARD_LIMIT = 8 * 1024 * 1024
-"""Bytes of replies held unsent past which a connection is dropped at once (Redis's
-client-output-buffer-limit hard limit): the ceiling of what one client can pin."""
+DEFAULT_OUTPUT_HARD_LIMIT = 32 * 1024 * 1024
+"""The ceiling of the replies one connection can make the server hold (Redis's
+client-output-buffer-limit hard limit): the owner builds replies for a connection only while
+its unsent output is under the soft limit, and a RESP reply longer than this less the soft
+limit is answered ``ERR reply too large``; a connection found over it is dropped. 32 MiB
+leaves room for one reply of the longest value (``--max-value-bytes``, 16 MiB) over the soft
+limit."""
+REPLY_FRAMING_BYTES = 64
+"""What a RESP bulk reply adds to its value (header and CRLF), with room to spare: the hard
+limit must leave ``--max-value-bytes`` plus this over the soft limit, so every stored value
+can be read back."""
 OUTPUT_LOW_WATER_FRACTION = 4
 """The transport resumes taking requests once its output falls to soft limit / this."""
 DEFAULT_GRACE_S = 10.0
@@ -134,6 +142,13 @@ class ServerConfig:
             raise ConfigError(f"--checkpoint-growth must be 0-{MAX_CHECKPOINT_GROWTH:g}")
         if self.output_hard_limit < self.output_soft_limit:
             raise ConfigError("--output-hard-limit must be at least --output-soft-limit")
+        least = self.output_soft_limit + self.max_value_bytes + REPLY_FRAMING_BYTES
+        if self.resp_port is not None and self.output_hard_limit < least:
+            raise ConfigError(
+                "--output-hard-limit must leave room for a reply of the longest value over"
+                f" the soft limit: at least --output-soft-limit + --max-value-bytes +"
+                f" {REPLY_FRAMING_BYTES} = {least}"
+            )
         if not 0 <= self.commit_delay_us <= MAX_COMMIT_DELAY_US:
             raise ConfigError(f"--commit-delay must be 0-{MAX_COMMIT_DELAY_US} microseconds")
         if self.password is not None and not self.password:
@@ -150,3 +165,8 @@ class ServerConfig:
             RetentionPolicy.parse(self.retain)
         if self.replicate_to is None and (self.retain is not None or self.takeover):
             raise ConfigError("--retain and --takeover need --replicate-to")
+
+    @property
+    def max_reply_bytes(self) -> int:
+        """The longest RESP reply the server builds (see ``DEFAULT_OUTPUT_HARD_LIMIT``)."""
+        return self.output_hard_limit - self.output_soft_limit

@@ -80,6 +80,7 @@ peer) and that connection alone is aborted. The owner calls ``flush`` and the ma
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -91,7 +92,7 @@ from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
 from minidb.server._line_auth import AuthGate
 from minidb.server._logging import event
-from minidb.store import Batch
+from minidb.store import UNBOUNDED_OUTPUT, Batch
 
 logger = logging.getLogger("minidb.server")
 
@@ -135,6 +136,10 @@ class Connection(asyncio.Protocol):
         self._decoder = decoder
         self._pending: deque[Batch] = deque()
         self._in_flight = 0
+        # Requests the owner handed back unrun (out of output room), oldest first: sent again
+        # before anything else, once none of this connection's batches is with the owner.
+        self._deferred: deque[Any] = deque()
+        self._cut = False  # the owner handed some back: it must run nothing more of ours
         # The decoder may hold complete requests not taken yet; reading waits while it does.
         self._backlog = False
         self._fresh = False  # the decoder's requests came from a read not yet taken from
@@ -231,9 +236,9 @@ class Connection(asyncio.Protocol):
     # -- requests in -----------------------------------------------------------------------
 
     def _take(self) -> None:
-        """Send complete requests from the decoder to the owner while this connection may
-        have more in flight and the mailbox has room for it; read again once none is left."""
-        decoder = self._decoder
+        """Send complete requests (those the owner handed back first, then the decoder's) to
+        the owner while this connection may have more in flight and the mailbox has room for
+        it; read again once none is left."""
         # The first take from a fresh read is quiet (the client is within its share), also
         # when it had to queue for room; what is left over from a read that did not fit is a
         # flood's, and may not take the quiet reserve.
@@ -243,17 +248,23 @@ class Connection(asyncio.Protocol):
             if allowed <= 0 or self._output_paused:
                 self._backlog = True
                 break
+            if self._deferred:
+                if self._pending:
+                    # A batch sent before the cut may still be with the owner; it comes back
+                    # unrun too, and the handed-back requests go again only after it.
+                    self._backlog = True
+                    break
+                self._cut = False
             room = self._mailbox.room_for(self, quiet)
             if room <= 0:
-                self._backlog = decoder.has_request()
+                self._backlog = self._has_request()
                 if not self._backlog:
                     break  # only part of a line: nothing to queue for yet
                 if not self._room_wait_expired(quiet):
                     break
                 # Waited --request-timeout for room: genuine overload, answer ERR busy. All
                 # of the backlog was read before the wait began (nothing is read meanwhile).
-                requests = decoder.next_requests(allowed)
-                taken = self._weigh(requests)
+                requests, taken = self._next_requests(allowed)
                 if requests:
                     self._shed(requests, taken)
                 if taken < allowed and not self._frame_waiting():
@@ -262,8 +273,7 @@ class Connection(asyncio.Protocol):
                     break
                 continue
             limit = allowed if allowed < room else room
-            requests = decoder.next_requests(limit)
-            taken = self._weigh(requests)
+            requests, taken = self._next_requests(limit)
             if requests:
                 self._send(requests, taken)
             if taken < limit:
@@ -275,6 +285,28 @@ class Connection(asyncio.Protocol):
         if self._backlog is self._reading:  # (reading is wanted iff there is no backlog)
             self._set_reading()
 
+    def _next_requests(self, limit: int) -> tuple[list[Any], int]:
+        """What to send next, weighing at most ``limit`` (or one request heavier than that),
+        and its weight: the requests the owner handed back, else the decoder's."""
+        deferred = self._deferred
+        if not deferred:
+            requests = self._decoder.next_requests(limit)
+            return requests, self._weigh(requests)
+        taken: list[Any] = []
+        weight = 0
+        while deferred:
+            heft = self._weight_of(deferred[0])
+            if taken and weight + heft > limit:
+                break
+            taken.append(deferred.popleft())
+            weight += heft
+            if weight >= limit:
+                break
+        return taken, weight
+
+    def _has_request(self) -> bool:
+        return bool(self._deferred) or self._decoder.has_request()
+
     def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
         """A batch of this connection's requests weighing ``size`` (default one each; a
         protocol with an executor passes it)."""
@@ -285,10 +317,15 @@ class Connection(asyncio.Protocol):
         owner's drain: one each (a protocol with heavier requests says otherwise)."""
         return len(requests)
 
+    def _weight_of(self, request: Any) -> int:
+        """What one request weighs (see ``_weigh``)."""
+        return 1
+
     def _frame_waiting(self) -> bool:
         """Whether a take that weighed less than its limit left a complete request behind
-        (one too heavy for what was left; never, where every request weighs one)."""
-        return False
+        (one too heavy for what was left, or handed back by the owner; where every request
+        weighs one, only the latter)."""
+        return bool(self._deferred)
 
     def _send(self, requests: list[Any], weight: int) -> None:
         """Send what the decoder gave (``weight`` in all): runs of requests go to the owner,
@@ -313,6 +350,15 @@ class Connection(asyncio.Protocol):
             else:
                 self._send_to_owner(requests, weight)
             start = end
+
+    def _send_last(self, requests: list[Any]) -> None:
+        """Send requests whose replies nobody will read (a closed connection's last word to
+        the owner, such as forgetting its WATCH): past the room check, one batch at most per
+        closing connection, and never handed back for want of output room."""
+        batch = self._new_batch(requests, self._loop.time())
+        batch.sink = _NO_READER
+        with contextlib.suppress(UnavailableError):  # the owner is gone, the keyspace too
+            self._mailbox.put_nowait(batch)
 
     def _answer_locally(self, replies: list[bytes]) -> None:
         count = len(replies)
@@ -405,27 +451,36 @@ class Connection(asyncio.Protocol):
 
     def _write_answered(self) -> None:
         pending = self._pending
-        if not pending:
+        if not pending or pending[0].replies is None:
             return
-        replies = pending[0].replies
-        if replies is None:
-            return
-        done = pending.popleft().size
-        if pending and pending[0].replies is not None:
-            out = list(replies)
-            while pending and (replies := pending[0].replies) is not None:
-                done += pending.popleft().size
-                out += replies
-            replies = out
+        done = 0
+        out: list[bytes] = []
+        while pending and (replies := pending[0].replies) is not None:
+            batch = pending.popleft()
+            done += batch.size
+            out += replies
+            if batch.leftover is not None:
+                # Out of output room: what the owner did not run waits here, in order.
+                self._deferred.extend(batch.leftover)
+                self._cut = self._backlog = True
         self._in_flight -= done
         transport = self._transport
-        if self._closed or transport is None:
+        if self._closed or transport is None or not out:
             return
-        transport.write(b"".join(replies))
+        transport.write(out[0] if len(out) == 1 else b"".join(out))
         # pause_writing() ran inside write() if it crossed the soft limit; only then can the
         # hard one have been crossed, so the common path pays no buffer-size call.
         if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
             self._drop_for_output(transport)
+
+    def output_room(self) -> int:
+        """Bytes of replies the owner may still build for this connection: its soft output
+        limit less what is unsent (negative: none, and none either while requests it handed
+        back wait to be sent again, or once the connection is closed)."""
+        transport = self._transport
+        if self._cut or self._closed or transport is None:
+            return -1
+        return self._soft_limit - transport.get_write_buffer_size()
 
     def _drop_for_output(self, transport: asyncio.Transport) -> None:
         self._hub.output_dropped += 1
@@ -535,6 +590,19 @@ class Connection(asyncio.Protocol):
             self._transport.abort()
 
 
+class _NoReader:
+    """The reply sink of requests sent after the connection closed: replies go nowhere."""
+
+    def flush(self) -> None:
+        pass
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
+
+
+_NO_READER = _NoReader()
+
+
 class LineConnection(Connection):
     """The line protocol: ``RequestDecoder`` framing (behind the password gate when the server
     has one) and its refusal replies."""
@@ -556,8 +624,11 @@ class LineConnection(Connection):
             return len(requests)
         return sum(len(r.rows) if type(r) is Bulk else 1 for r in requests)
 
+    def _weight_of(self, request: Any) -> int:
+        return len(request.rows) if type(request) is Bulk else 1
+
     def _frame_waiting(self) -> bool:
-        return self._decoder.has_request()
+        return bool(self._deferred) or self._decoder.has_request()
 
     def _take(self) -> None:
         super()._take()

@@ -400,7 +400,8 @@ class Server:
         ids = itertools.count(1)
         return RespContext(
             SessionConfig(facts=facts, password=config.password),
-            RespExecutor(self.resp_counts), ServerEnv(self, self.resp_counts),
+            RespExecutor(self.resp_counts, max_reply_bytes=config.max_reply_bytes),
+            ServerEnv(self, self.resp_counts),
             max_bulk_bytes=self.owner.state.keyspace.max_value_bytes,
             next_id=lambda: next(ids),
         )

@@ -32,11 +32,9 @@ request line sent to the port closes without a reply, as Redis does.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from minidb.errors import UnavailableError
 from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
 from minidb.server._connection import Connection
 from minidb.server._hub import Hub
@@ -216,9 +214,7 @@ class RespConnection(Connection):
         if self.requests_decoder.watched:
             # The keyspace holds this connection's watch: one last request forgets it. Sent
             # past the room check (one request over capacity at most per closing connection).
-            batch = self._new_batch([unwatch_request(self.side)], self._loop.time())
-            with contextlib.suppress(UnavailableError):  # the owner is gone, the keyspace too
-                self._mailbox.put_nowait(batch)
+            self._send_last([unwatch_request(self.side)])
 
 
 def _address(peer: object) -> str:

@@ -42,6 +42,9 @@ from minidb.store import (
 )
 from minidb.store._keyspace import Keyspace
 
+DEFAULT_MAX_REPLY = 1 << 62
+"""``RespExecutor``'s reply bound when none is given (tests of the engine alone)."""
+
 READ_ONLY_REASON = "read-only: the write-ahead log failed"
 """What a write is refused with when the owner runs it with no journal."""
 
@@ -136,8 +139,15 @@ class CommandCounts:
 class RespExecutor:
     """Runs RESP data commands for the owner (the ``store.Executor`` contract)."""
 
-    def __init__(self, counts: CommandCounts | None = None) -> None:
+    def __init__(
+        self, counts: CommandCounts | None = None, *, max_reply_bytes: int = DEFAULT_MAX_REPLY
+    ) -> None:
         self.counts = counts if counts is not None else CommandCounts()
+        self.max_reply_bytes = max_reply_bytes
+        """The longest reply built: a longer one is answered ``ERR reply too large`` instead,
+        before it is joined (the server passes its hard output limit less the soft one, so
+        a connection given replies while under its soft limit never holds more than the
+        hard one; see ``server._connection``)."""
         self._raw_calls = self.counts.raw_calls
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
 
@@ -164,7 +174,12 @@ class RespExecutor:
             calls[argv[0]] = calls.get(argv[0], 0) + 1
             if type(result) is ErrorReply:
                 self.counts.failure(argv[0], result)
-            return self._encoders[forward.protocol].encode(result)
+            reply = self._encoders[forward.protocol].encode_within(result, self.max_reply_bytes)
+            if type(reply) is bytes:
+                return reply
+            error = self._too_large(reply)  # type: ignore[arg-type]
+            self.counts.failure(argv[0], error)
+            return error.wire
         wrapped: RespRequest = request  # type: ignore[assignment]
         action = wrapped.action
         side = wrapped.side
@@ -185,7 +200,28 @@ class RespExecutor:
         transaction: ForwardTransaction = action  # type: ignore[assignment]
         result = self._transaction(ks, side, transaction, journal, now_ms)
         self.counts.count("exec", result)
-        return self._encoders[transaction.protocol].encode(result)
+        encoder = self._encoders[transaction.protocol]
+        reply = encoder.encode_within(result, self.max_reply_bytes)
+        if type(reply) is bytes:
+            return reply
+        # The transaction ran and its writes stand: keep the reply of each command that
+        # fits and answer the others too large, so the client still learns what happened.
+        room = self.max_reply_bytes - 64  # the array's header, with room to spare
+        fitted: list[Result] = []
+        for item in result:  # type: ignore[union-attr]
+            part = encoder.encode_within(item, room)
+            if type(part) is bytes:
+                room -= len(part)
+                fitted.append(item)
+            else:
+                fitted.append(self._too_large(part))  # type: ignore[arg-type]
+        return encoder.encode(fitted)
+
+    def _too_large(self, size: int) -> ErrorReply:
+        return ErrorReply(
+            f"ERR reply too large: {size} bytes, limit {self.max_reply_bytes}"
+            " (--output-hard-limit less --output-soft-limit)"
+        )
 
     def _transaction(
         self,

@@ -19,7 +19,7 @@ from minidb.store._keyspace import (
     Watch,
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog
-from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink, RoomWaiter
+from minidb.store._mailbox import UNBOUNDED_OUTPUT, Batch, Executor, Mailbox, ReplySink, RoomWaiter
 from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import StoreState, StoreStatistics
 
@@ -31,6 +31,7 @@ __all__ = [
     "FSYNC_POLICIES",
     "MAX_KEY_BYTES",
     "REPLICA_REFUSAL",
+    "UNBOUNDED_OUTPUT",
     "Batch",
     "Command",
     "CommandError",

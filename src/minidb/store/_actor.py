@@ -55,6 +55,16 @@ Checkpoints: when the log asks, the owner does only ``begin_checkpoint`` (sync, 
 and a copy of the map, which is the whole pause writes see (``checkpoint_pause_*``); encoding
 and writing the snapshot run in a worker thread from the copy.
 
+Output room: what the owner builds for a connection is bounded in bytes, not requests. Before
+a batch it asks its sink for ``output_room()`` (a connection: its soft output limit less its
+unsent bytes) and, within one group, subtracts the size of every reply it builds for that
+sink. It runs a request only while that room is not negative, so it stops after the reply
+that crossed it; what it did not run goes back to the sender as ``Batch.leftover`` (and every
+later batch of that sink in the group goes back whole), to be sent again once the client has
+read. So a connection is never given more than its room plus one reply (a protocol bounds
+one reply itself: RESP refuses one larger than ``--output-hard-limit`` less the soft limit),
+however many requests it pipelines and however large their replies are.
+
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
 
@@ -246,6 +256,8 @@ class StoreOwner:
         self._expiry_at: int | None = None
         self._expiry_pending = False
         self._expiry_groups = self._expired = 0
+        self._rooms: dict[ReplySink, int] = {}
+        """Per sink, the output room left in the group being applied (see "Output room")."""
 
     # -- the task ------------------------------------------------------------------------
 
@@ -425,21 +437,45 @@ class StoreOwner:
         return self._apply(more, now_ms)
 
     def _apply(self, batches: list[Batch], now_ms: int) -> list[list[bytes]]:
+        """Run ``batches`` in order; their replies. A batch whose sink has no output room
+        left is run only as far as its room goes (see "Output room" above)."""
         state = self.state
-        if self._read_only is not None:
-            return [self._execute_refusing(b, now_ms, "read_only") for b in batches]
+        read_only = self._read_only is not None
         journal = self._journal
+        rooms = self._rooms
         results = []
         replica = self._replica
         for b in batches:
-            executor = b.executor
-            if replica and type(executor) is not FollowExecutor:
-                results.append(self._execute_refusing(b, now_ms, "replica"))
-            elif executor is None:
-                results.append(state.execute_all(b.requests, journal, now_ms))
+            sink = b.sink
+            room = rooms.get(sink)
+            if room is None:
+                room = sink.output_room()
+            if room < 0:
+                replies: list[bytes] = []
+            elif read_only:
+                replies, room = self._execute_refusing(b, now_ms, "read_only", room)
+            elif replica and type(b.executor) is not FollowExecutor:
+                replies, room = self._execute_refusing(b, now_ms, "replica", room)
+            elif b.executor is None:
+                replies, room = state.execute_all(b.requests, journal, now_ms, room)
             else:
-                run = executor.execute
-                results.append([run(state, r, journal, now_ms) for r in b.requests])
+                run = b.executor.execute
+                replies = []
+                for request in b.requests:
+                    reply = run(state, request, journal, now_ms)
+                    replies.append(reply)
+                    room -= len(reply)
+                    if room < 0:
+                        break
+            requests = b.requests
+            if len(replies) < len(requests):
+                # Out of room: the rest goes back to the sender unrun, and so does every
+                # later batch of it in this group, so its requests still run in order.
+                b.leftover = requests[len(replies):]
+                b.requests = requests[: len(replies)]
+                room = -1
+            rooms[sink] = room
+            results.append(replies)
         journal.close_group()  # whatever an executor left open is part of this group
         return results
 
@@ -494,9 +530,12 @@ class StoreOwner:
         return results
 
     def _release(self, batches: list[Batch], results: list[list[bytes]]) -> None:
+        self._rooms.clear()
         count = 0
         for batch, replies in zip(batches, results, strict=True):
-            count += batch.size  # rows: a frame's one reply stands for each of them
+            # rows: a frame's one reply stands for each of them (a batch cut short counts
+            # the requests it ran; its leftover is counted when it comes back)
+            count += batch.size if batch.leftover is None else len(batch.requests)
             if batch.replies is None:
                 batch.replies = replies
         self._groups += 1
@@ -507,35 +546,42 @@ class StoreOwner:
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
 
-    def _execute_refusing(self, batch: Batch, now_ms: int, outcome: str) -> list[bytes]:
+    def _execute_refusing(
+        self, batch: Batch, now_ms: int, outcome: str, room: int
+    ) -> tuple[list[bytes], int]:
         """A client's batch while writes are refused: reads run (nothing journaled), writes
         are answered ``read-only: <reason>`` (``outcome`` "read_only": the log failed; an
-        executor refuses them itself, seeing no journal) or ``read-only replica`` ("replica")."""
+        executor refuses them itself, seeing no journal) or ``read-only replica`` ("replica");
+        as far as ``room`` goes, like ``_apply``. The replies and the room left."""
         state = self.state
         executor = batch.executor
         replica = outcome == "replica"
         replies = []
         for request in batch.requests:
+            if room < 0:
+                break
             if executor is not None:
                 if not executor.is_write(request):
-                    replies.append(executor.execute(state, request, None, now_ms))
-                    continue
-                self._count_refused(EXECUTOR_VERB, outcome)
-                if replica:
-                    replies.append(executor.refusal(request, REPLICA_REFUSAL))
+                    reply = executor.execute(state, request, None, now_ms)
                 else:
-                    self._read_only_refusals += 1
-                    replies.append(executor.execute(state, request, None, now_ms))
+                    self._count_refused(EXECUTOR_VERB, outcome)
+                    if replica:
+                        reply = executor.refusal(request, REPLICA_REFUSAL)
+                    else:
+                        self._read_only_refusals += 1
+                        reply = executor.execute(state, request, None, now_ms)
             elif isinstance(request, WRITES):
                 self._count_refused(_verb(request), outcome)
                 if replica:
-                    replies.append(_REPLICA_REPLY)
+                    reply = _REPLICA_REPLY
                 else:
                     self._read_only_refusals += 1
-                    replies.append(error_reply("read-only: " + (self._read_only or "")))
+                    reply = error_reply("read-only: " + (self._read_only or ""))
             else:
-                replies.append(state.execute(request, None, now_ms))
-        return replies
+                reply = state.execute(request, None, now_ms)
+            replies.append(reply)
+            room -= len(reply)
+        return replies, room
 
     def _fail_group(self, batches: list[Batch], reason: str, now_ms: int) -> list[list[bytes]]:
         state = self.state

@@ -48,10 +48,23 @@ QUIET_RESERVE_FRACTION = 8
 """1/8 of the mailbox (512 of the default 4096 requests) is kept for quiet senders."""
 
 
+UNBOUNDED_OUTPUT = 1 << 62
+"""``output_room()`` of a sink that holds no replies for anyone (a replica's follower, a
+closing connection's last request): the owner never defers its batches."""
+
+
 class ReplySink(Protocol):
-    """Whoever sent a batch: told once per owner wakeup that some of its replies are ready."""
+    """Whoever sent a batch: told once per owner wakeup that some of its replies are ready,
+    and asked before each batch how many more bytes of replies it may be given."""
 
     def flush(self) -> None: ...
+
+    def output_room(self) -> int:
+        """Bytes of replies the owner may still produce for this sink (negative: none) before
+        it holds more than it should (a connection: its unsent output over the soft limit).
+        The owner runs a batch only while this is not negative, counting the replies it built
+        in the current group, and hands back whatever it did not run (``Batch.leftover``)."""
+        ...
 
 
 class RoomWaiter(Protocol):
@@ -93,7 +106,7 @@ class Batch:
     that runs them (None: line-protocol requests), and (once answered) their replies in
     order."""
 
-    __slots__ = ("deadline", "executor", "replies", "requests", "sink", "size")
+    __slots__ = ("deadline", "executor", "leftover", "replies", "requests", "sink", "size")
 
     def __init__(
         self,
@@ -115,6 +128,10 @@ class Batch:
         # None until answered. Whoever answers first wins: the owner, or the connection that
         # gave up waiting (request timeout) or was refused (busy / unavailable).
         self.replies: list[bytes] | None = None
+        self.leftover: list[Any] | None = None
+        """The requests the owner did not run because the sink had no output room left (see
+        ``ReplySink.output_room``), in order; ``requests`` is then cut to the ones it ran, and
+        ``replies`` answers those. The sender sends the leftover again once it has room."""
 
 
 class Mailbox:

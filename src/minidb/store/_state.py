@@ -53,6 +53,7 @@ from minidb.protocol import (
 from minidb.protocol._line import LF, NOT_REPRESENTABLE, can_carry, is_name
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
+from minidb.store._mailbox import UNBOUNDED_OUTPUT
 from minidb.wal import Put, encode_ops, encode_put, pack_payloads, pack_puts
 
 
@@ -169,21 +170,30 @@ class StoreState:
         return error_reply(request.reason)
 
     def execute_all(
-        self, requests: list[Request], journal: OpJournal | None, now_ms: int
-    ) -> list[bytes]:
-        """``execute`` each of one connection's batch of requests, in order; their replies.
+        self,
+        requests: list[Request],
+        journal: OpJournal | None,
+        now_ms: int,
+        room: int = UNBOUNDED_OUTPUT,
+    ) -> tuple[list[bytes], int]:
+        """``execute`` each of one connection's batch of requests, in order, while ``room``
+        (bytes of replies the connection may still be given) is not negative; their replies
+        (fewer than the requests if it ran out) and the room left.
 
         A run of SETs (what a pipelined bulk load sends) goes to the keyspace as one
         ``put_commands`` call: each SET is still its own journal group, so its own log record,
-        exactly as ``execute`` would note it; the replies are all ``OK``.
+        exactly as ``execute`` would note it; the replies are all ``OK`` (a run is never cut:
+        its replies are three bytes each, and it is at most one connection's in-flight bound).
         """
         replies: list[bytes] = []
         execute = self.execute
         size = len(requests)
         at = 0
-        while at < size:
+        while at < size and room >= 0:
             if type(requests[at]) is not Set:
-                replies.append(execute(requests[at], journal, now_ms))
+                reply = execute(requests[at], journal, now_ms)
+                replies.append(reply)
+                room -= len(reply)
                 at += 1
                 continue
             end = at + 1
@@ -193,8 +203,9 @@ class StoreState:
             self.keyspace.put_commands(run, journal)  # type: ignore[arg-type]
             self._sets += end - at
             replies += [OK] * (end - at)
+            room -= len(OK) * (end - at)
             at = end
-        return replies
+        return replies, room
 
     def rollback(self, journal: OpJournal) -> None:
         """Take back every change noted in ``journal``, newest first."""
