@@ -594,3 +594,26 @@ def test_connection_frame_waiting_for_room_is_shed_with_one_busy(loop: Recording
     owner.commit([owner.mailbox._batches.popleft()])
     assert transport.writes == [b"OK\nOK\nERR busy\n"]
     assert conn._hub.shed == 1 and conn._in_flight == 0 and transport.reading
+
+
+def test_connection_requests_handed_back_go_again_in_order_after_the_owner_is_done(
+    loop: RecordingLoop,
+) -> None:
+    """Out of output room, the owner hands back the rest of one batch; a later batch of the
+    same connection still in the mailbox comes back unrun too, and only then does everything
+    handed back go again, oldest first: the GET sees the SET before it."""
+    conn, transport, owner = _connection(loop, output_soft_limit=1000, output_hard_limit=5000)
+    owner.state.apply(Set(b"b", b"k", b"v" * 600))
+    conn.data_received(b"GET b k\nGET b k\nSET b a 1\n")
+    conn.data_received(b"GET b a\n")
+    first, second = owner.mailbox.take(3), owner.mailbox.take(1)
+    owner.commit(first)  # two replies of 608 bytes use up the room: the SET comes back
+    big = b"VALUE " + b"v" * 600 + b"\n"
+    assert transport.writes == [big + big]
+    assert len(owner.mailbox) == 0  # nothing goes again while the GET is with the owner
+    owner.commit(second)  # handed back whole: the connection is cut
+    assert transport.writes == [big + big]
+    assert len(owner.mailbox) == 2
+    owner.commit(owner.mailbox.take(2))
+    assert transport.writes == [big + big, b"OK\nVALUE 1\n"]
+    assert transport.reading and conn._in_flight == 0

@@ -25,16 +25,17 @@ from minidb.wal import Put, Remove, decode_ops, encode_ops, encode_put, encode_r
 
 
 class Sink:
-    """Collects flushes the way a connection would."""
+    """Collects flushes the way a connection would; ``room``: its output room."""
 
-    def __init__(self) -> None:
+    def __init__(self, room: int = UNBOUNDED_OUTPUT) -> None:
         self.flushes = 0
+        self.room = room
 
     def flush(self) -> None:
         self.flushes += 1
 
     def output_room(self) -> int:
-        return UNBOUNDED_OUTPUT
+        return self.room
 
 
 def _batch(sink: Sink, *requests: Request) -> Batch:
@@ -353,3 +354,41 @@ def test_owner_drain_and_mailbox_count_a_frame_as_its_rows() -> None:
     assert [b.size for b in mailbox.take(3)] == [1]
     assert mailbox.take(3) == []
     assert [b.size for b in mailbox.take(4)] == [4]
+
+
+def test_owner_stops_building_replies_for_a_sink_out_of_output_room() -> None:
+    """The owner runs a sink's requests while its output room (less the replies built for it
+    in this group) is not negative: it stops after the reply that crossed it, hands the rest
+    back unrun with every later batch of that sink, and serves the other sinks as usual."""
+    log = MemoryLog()
+    state = StoreState()
+    state.apply(Set(b"u", b"k", b"v" * 100))
+    owner = StoreOwner(state, log, mailbox=100)
+    slow, other = Sink(room=150), Sink()
+    first = _batch(slow, Get(b"u", b"k"), Get(b"u", b"k"), Set(b"u", b"x", b"1"))
+    second = _batch(other, Get(b"u", b"k"))
+    third = _batch(slow, Set(b"u", b"y", b"1"))
+    owner.commit([first, second, third])
+    reply = b"VALUE " + b"v" * 100 + b"\n"
+    assert first.replies == [reply, reply] and first.requests == [Get(b"u", b"k")] * 2
+    assert first.leftover == [Set(b"u", b"x", b"1")]
+    assert second.replies == [reply] and second.leftover is None
+    assert third.replies == [] and third.requests == []
+    assert third.leftover == [Set(b"u", b"y", b"1")]
+    assert log.synced == []  # neither SET ran
+    assert state.execute(Get(b"u", b"x"), None, 0) == b"NIL\n"
+    # The next group asks the sink again: with room, the handed-back SETs run.
+    slow.room = 150
+    again = _batch(slow, *first.leftover, *third.leftover)
+    owner.commit([again])
+    assert again.replies == [b"OK\n", b"OK\n"] and again.leftover is None
+
+
+def test_owner_runs_nothing_for_a_sink_without_output_room() -> None:
+    """A sink whose room is negative from the start gets its whole batch back."""
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
+    full = Sink(room=-1)
+    batch = _batch(full, Set(b"u", b"k", b"1"))
+    owner.commit([batch])
+    assert batch.replies == [] and batch.leftover == [Set(b"u", b"k", b"1")]
+    assert len(owner.state) == 0

@@ -39,12 +39,21 @@ RESP listener's requests all weigh one.
 
 Bounded output/input. What one connection can make the server hold for it is bounded:
 
-- unsent replies: the transport's high-water mark is ``--output-soft-limit``; over it
-  (``pause_writing``) the connection takes no more requests until the client has read it down
-  to a quarter. Replies still being built or queued by the owner come from requests in flight,
-  at most ``--max-in-flight`` of them, so the output held is at most the soft limit plus
-  ``max_in_flight`` times the largest reply; past ``--output-hard-limit`` the connection is
-  dropped at once (Redis's client-output-buffer-limit);
+- replies: counted in bytes as the owner builds them, not in requests. The owner asks
+  ``output_room()`` (the soft limit, ``--output-soft-limit``, less what the transport holds
+  unsent) before each batch and runs requests only while it is not negative; it hands the rest
+  back unrun (``Batch.leftover``, with every later batch of this connection in the group). The
+  handed-back requests wait here (``_deferred``) and go again before anything else, once none
+  of this connection's batches is still with the owner (those come back unrun too, since
+  ``output_room()`` is negative while any wait), so they still run in order. A RESP reply is at
+  most the hard limit less the soft one (longer ones are refused before they are joined, see
+  ``RespExecutor``), a line reply at most ~64 KiB (a ``SCAN``): a connection is given replies
+  only while it holds less than the soft limit, so it holds at most ``--output-hard-limit``
+  (the line protocol: the soft limit plus 64 KiB), however many requests it pipelines. The
+  transport's high-water mark is the soft limit too: over it (``pause_writing``) the connection
+  takes no more requests until the client has read it down to a quarter. Past the hard limit
+  it would be dropped at once (Redis's client-output-buffer-limit), a backstop that the bound
+  above keeps from firing;
 - requests in flight: at most ``max_in_flight + MAX_BULK_ROWS`` rows (see Weights), each row
   at most ``MAX_LINE_BYTES``;
 - undecoded input: at most one read (256 KiB for asyncio's transports) plus one incomplete line,
