@@ -16,12 +16,14 @@ class Served:
     proc: subprocess.Popen[str]
     port: int
     data_dir: tempfile.TemporaryDirectory[str]
+    resp_port: int | None = None
 
-    def rss_bytes(self) -> int:
+    def rss_bytes(self, field: str = "VmRSS") -> int:
+        """Resident set size now (``VmHWM``: the peak so far)."""
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmRSS")
+        raise RuntimeError(f"no {field}")
 
     def stop(self) -> None:
         self.proc.kill()
@@ -31,7 +33,7 @@ class Served:
 
 def serve(src: str | None, *args: str) -> Served:
     """``minidb serve --port 0`` on a fresh data dir, importing minidb from ``src`` (default:
-    whatever ``PYTHONPATH`` says)."""
+    whatever ``PYTHONPATH`` says); with ``--resp-port`` among ``args``, its port too."""
     data_dir = tempfile.TemporaryDirectory(prefix="minidb-bench-")
     env = dict(os.environ)
     if src is not None:
@@ -42,8 +44,12 @@ def serve(src: str | None, *args: str) -> Served:
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )
     assert proc.stdout is not None
-    match = re.search(r":(\d+) \(line\)", proc.stdout.readline())
-    if not match:
-        proc.kill()
-        raise SystemExit("server did not start")
-    return Served(proc, int(match.group(1)), data_dir)
+    ports: dict[str, int] = {}
+    want = {"line", "resp"} if "--resp-port" in args else {"line"}
+    while set(ports) != want:
+        match = re.search(r":(\d+) \((\w+)\)", proc.stdout.readline())
+        if not match:
+            proc.kill()
+            raise SystemExit("server did not start")
+        ports[match.group(2)] = int(match.group(1))
+    return Served(proc, ports["line"], data_dir, ports.get("resp"))
