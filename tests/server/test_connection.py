@@ -617,3 +617,30 @@ def test_connection_requests_handed_back_go_again_in_order_after_the_owner_is_do
     owner.commit(owner.mailbox.take(2))
     assert transport.writes == [big + big, b"OK\nVALUE 1\n"]
     assert transport.reading and conn._in_flight == 0
+
+
+def test_connection_batch_answered_busy_while_cut_waits_behind_what_was_handed_back(
+    loop: RecordingLoop,
+) -> None:
+    """A batch the request timer answers busy while the owner still holds it, after an older
+    one came back cut, does not overtake the requests handed back: it is held until the owner
+    hands it back too, and then everything goes again in order, so each reply keeps its
+    place (the GET sees the SET it was sent after)."""
+    conn, transport, owner = _connection(
+        loop, output_soft_limit=1000, output_hard_limit=5000, request_timeout=1.0
+    )
+    owner.state.apply(Set(b"b", b"k", b"v" * 600))
+    conn.data_received(b"GET b k\nGET b k\nSET b a 1\n")
+    conn.data_received(b"GET b a\n")
+    first, second = owner.mailbox.take(3), owner.mailbox.take(1)
+    owner.commit(first)  # ran the GETs, handed the SET back
+    big = b"VALUE " + b"v" * 600 + b"\n"
+    assert transport.writes == [big + big]
+    second[0].deadline = loop.time()
+    conn._on_request_timeout()  # the GET b a is answered busy while the owner holds it
+    assert transport.writes == [big + big]  # ...but that reply may not overtake the SET's
+    owner.commit(second)  # handed back whole: now the handed-back requests go again
+    assert len(owner.mailbox) == 2
+    owner.commit(owner.mailbox.take(2))
+    assert transport.writes == [big + big, b"OK\nVALUE 1\n"]
+    assert conn._in_flight == 0

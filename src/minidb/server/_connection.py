@@ -465,13 +465,22 @@ class Connection(asyncio.Protocol):
         done = 0
         out: list[bytes] = []
         while pending and (replies := pending[0].replies) is not None:
-            batch = pending.popleft()
-            done += batch.size
-            out += replies
+            batch = pending[0]
             if batch.leftover is not None:
-                # Out of output room: what the owner did not run waits here, in order.
+                # Out of output room: what the owner did not run waits here, in order, and
+                # only the replies of what it ran go out (a batch answered busy meanwhile
+                # is given back with none run, so none of its busy replies go).
                 self._deferred.extend(batch.leftover)
                 self._cut = self._backlog = True
+                replies = replies[: len(batch.requests)]
+            elif self._cut:
+                # Answered busy by the request timer before the owner got to it: the owner
+                # will hand it back unrun too, and its place in line is behind the requests
+                # handed back so far; wait for that.
+                break
+            pending.popleft()
+            done += batch.size
+            out += replies
         self._in_flight -= done
         transport = self._transport
         if self._closed or transport is None or not out:
