@@ -110,6 +110,12 @@ class RespClient:
             self.broken = False
             return replies
 
+    @property
+    def closed_by_peer(self) -> bool:
+        """Whether the server has closed its side (an idle timeout, a restart): a connection
+        kept for later use should be dropped, not used."""
+        return self._reader.at_eof() or self._writer.is_closing()
+
     async def command(self, *args: Arg) -> Any:
         """One command's reply; an error reply raises ``RespError``."""
         (reply,) = await self.pipeline([args])

@@ -3,15 +3,23 @@
 ``ApiServer`` runs ``create_app`` under uvicorn in a thread with its own minidb.runtime loop
 (the store is used only from that loop), so tests talk to it with plain ``httpx`` clients,
 sync or async. ``api`` is parametrised over both backends (file: and the moto rig).
+``minidb_server`` is a real ``minidb serve`` (line, RESP and metrics listeners) for the store
+browser's and server figures' tests, one per module; ``attached`` is the API attached to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import httpx
@@ -21,7 +29,8 @@ import uvicorn
 import minidb.runtime
 from minidb.batch import Claim, TaskError
 from minidb.batch.api import ApiSettings, create_app, parse_tokens
-from minidb.objstore import ObjectStore
+from minidb.batch.api._attached import ServerLink
+from minidb.objstore import FileStore, ObjectStore
 from tests.batch.conftest import file_store, proxy, s3_store, s3rig, store  # noqa: F401  (fixtures)
 
 ALICE = "alice-token-0123456789"
@@ -34,6 +43,9 @@ TOKENS_TEXT = f"""# test tokens
 """
 START_TIMEOUT_S = 10.0
 """How long the in-process server may take to start listening."""
+SERVER_START_TIMEOUT_S = 30.0
+"""How long ``minidb serve`` may take to print its listening lines."""
+_LISTENING = re.compile(r"^minidb listening on (\S+):(\d+) \((\w+)\)$")
 STOP_TIMEOUT_S = 10.0
 """How long it may take to stop."""
 
@@ -62,7 +74,10 @@ class ApiServer:
     def _run(self) -> None:
         async def main() -> None:
             self.loop = asyncio.get_running_loop()
-            await self._server.serve(sockets=[self._sock])
+            try:
+                await self._server.serve(sockets=[self._sock])
+            finally:
+                await self.app.state.attached.close()
         minidb.runtime.run(main())
 
     def start(self) -> ApiServer:
@@ -195,3 +210,73 @@ def in_state(api: ApiServer, client: httpx.Client, state: str) -> str:
 
 REPORT = b"line,reason\n2,bad\n"
 """The output file of a ``succeeded`` task of ``in_state``."""
+
+
+# --- a real minidb server for the store browser ---------------------------------------------
+
+
+@dataclass
+class MinidbServer:
+    """A ``minidb serve`` subprocess with its three listeners."""
+
+    proc: subprocess.Popen[str]
+    ports: dict[str, int]
+
+    @property
+    def link(self) -> ServerLink:
+        return ServerLink(resp=("127.0.0.1", self.ports["resp"]),
+                          metrics=("127.0.0.1", self.ports["metrics"]))
+
+
+@pytest.fixture(scope="module")
+def minidb_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MinidbServer]:
+    """``minidb serve`` on port 0 for line, RESP and metrics, shared by a module's tests."""
+    data = tmp_path_factory.mktemp("minidb")
+    log = (data / "serve.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minidb", "serve", "--port", "0", "--resp-port", "0",
+         "--metrics-port", "0", "--data-dir", str(data / "data")],
+        stdout=subprocess.PIPE, stderr=log, text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports: dict[str, int] = {}
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while set(ports) != {"line", "resp", "metrics"}:
+            if time.monotonic() > deadline:
+                pytest.fail("minidb serve did not print its listening lines in time")
+            line = proc.stdout.readline()
+            if not line:
+                pytest.fail(f"minidb serve exited: {Path(log.name).read_text()}")
+            if match := _LISTENING.match(line.strip()):
+                ports[match.group(3)] = int(match.group(2))
+        yield MinidbServer(proc, ports)
+    finally:
+        proc.kill()
+        proc.wait(timeout=STOP_TIMEOUT_S)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        log.close()
+
+
+def attached_api(tmp_path: Path, link: ServerLink, **settings: Any) -> ApiServer:
+    """The API on a ``file:`` store, attached to the server at ``link``, started."""
+    return ApiServer(FileStore(str(tmp_path / "objects")),
+                     ApiSettings(server=link, **settings)).start()
+
+
+@pytest.fixture
+def attached(tmp_path: Path, minidb_server: MinidbServer) -> Iterator[ApiServer]:
+    """The API attached to the module's ``minidb serve`` (RESP and metrics)."""
+    server = attached_api(tmp_path, minidb_server.link)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then closed)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

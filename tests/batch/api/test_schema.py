@@ -1,6 +1,7 @@
 """schemathesis against the live server's /openapi.json: no 5xx and no answer outside the
 documented statuses, content types and schemas, for every operation (bounded: a few dozen
-examples per operation, with an operator token, on a file: store with tasks in it)."""
+examples per operation, with an operator token, on a file: store with tasks in it, attached
+to a real minidb server for the store browser's and server figures' operations)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,10 @@ from hypothesis import strategies as st
 from schemathesis import checks as generic
 from schemathesis.specs.openapi import checks as openapi
 
-from minidb.objstore import FileStore
-
-from .conftest import ROOT, ApiServer, auth, in_state
+from .conftest import ROOT, ApiServer, MinidbServer, attached_api, auth, in_state
 
 EXAMPLES_PER_OPERATION = 9
-"""Generated cases per operation (11 operations: ~100 requests)."""
+"""Generated cases per operation (20 operations: ~180 requests)."""
 CHECKS = [
     generic.not_a_server_error,
     openapi.status_code_conformance,
@@ -32,9 +31,10 @@ CHECKS = [
 
 
 @pytest.fixture
-def live(tmp_path: Path) -> Iterator[ApiServer]:
-    """The API on a file: store that has a task in every state, so real ids are around."""
-    server = ApiServer(FileStore(str(tmp_path / "objects"))).start()
+def live(tmp_path: Path, minidb_server: MinidbServer) -> Iterator[ApiServer]:
+    """The API on a file: store that has a task in every state, so real ids are around,
+    attached to a minidb server."""
+    server = attached_api(tmp_path, minidb_server.link)
     try:
         with server.client(ROOT) as root:
             for state in ("created", "succeeded", "failed"):
@@ -48,7 +48,7 @@ def test_openapi_contract_holds_for_generated_requests(live: ApiServer) -> None:
     """Every generated request to every operation gets a documented, schema-valid answer."""
     schema = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 11  # every route of docs/batch-api.md
+    assert len(operations) == 20  # every route of docs/batch-api.md
     known_ids = [task["id"] for task in
                  httpx.get(f"{live.url}/tasks", headers=auth(ROOT)).json()["tasks"]]
     failures: list[str] = []

@@ -2,7 +2,8 @@
 
 The factory takes the store, the token table and the settings, so tests build the app
 in-process (``httpx.ASGITransport``) or serve it over real HTTP (``_serve``) alike. It wires
-the routes, the problem+json error handling, the metrics registry and the access log.
+the routes (the tasks', and the store browser's and server figures' over the minidb server of
+``settings.server``), the problem+json error handling, the metrics registry and the access log.
 
 The access log is our own (uvicorn's is off): one line per request with the method, the path
 without its query string (a presigned URL's signature is in the query), the status and the
@@ -20,7 +21,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from minidb.batch._queue import TaskQueue
 from minidb.batch._tasktypes import TaskTypeRegistry
-from minidb.batch.api import _metrics, _problem, _routes, _web
+from minidb.batch.api import _metrics, _problem, _routes, _store_routes, _web
+from minidb.batch.api._attached import AttachedServer
 from minidb.batch.api._service import ApiService, ApiSettings
 from minidb.batch.api._tokens import TokenTable
 from minidb.objstore import ObjectStore
@@ -77,7 +79,8 @@ def create_app(
     logging.getLogger(UVICORN_ACCESS_LOGGER).disabled = True
     app = FastAPI(
         title="minidb batch control API", version=importlib.metadata.version("minidb"),
-        description="Create, upload, submit, watch and fetch batch tasks (docs/batch-api.md).",
+        description="Create, upload, submit, watch and fetch batch tasks; browse and change the "
+        "store and read the server's figures (docs/batch-api.md).",
         docs_url="/docs", redoc_url=None,
         # One spelling per resource: no 307 from "/tasks/" to "/tasks" (an id of "%2F" would
         # otherwise be redirected instead of refused).
@@ -86,9 +89,11 @@ def create_app(
     svc = ApiService(store, tokens, settings=settings, queue=queue, registry=registry)
     responses: Counter[str] = Counter()
     app.state.service = svc
-    app.state.metrics = _metrics.registry_for(svc, responses)
+    app.state.attached = AttachedServer(svc.settings.server)
+    app.state.metrics = _metrics.registry_for(svc, responses, app.state.attached)
     _problem.install(app)
     app.include_router(_routes.router)
+    app.include_router(_store_routes.router)
     app.include_router(_metrics.router)
     app.include_router(_web.router)
     app.add_middleware(AccessLog, responses=responses)

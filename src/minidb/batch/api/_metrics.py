@@ -1,5 +1,6 @@
 """``GET /metrics`` (operators only): Prometheus text fed from the ``statistics()`` of the
-API, its queue client and its store, plus the requests the API answered by status class.
+API, its queue client, its store and its link to the minidb server, plus the requests the API
+answered by status class.
 
 One ``CollectorRegistry`` per app (not the process-global one), so two apps in one test
 process do not collide; the collector reads the counters at scrape time.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -18,6 +19,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.responses import PlainTextResponse, Response
 
+from minidb.batch.api._attached import AttachedServer
 from minidb.batch.api._problem import ApiProblem
 from minidb.batch.api._routes import _problems, principal, service
 from minidb.batch.api._service import ApiService
@@ -29,9 +31,11 @@ router = APIRouter()
 class ApiCollector(Collector):
     """The counters of one API as Prometheus metrics."""
 
-    def __init__(self, svc: ApiService, responses: Counter[str]) -> None:
+    def __init__(self, svc: ApiService, responses: Counter[str],
+                 attached: AttachedServer | None = None) -> None:
         self._svc = svc
         self._responses = responses
+        self._attached = attached
 
     def collect(self) -> Iterator[Metric]:
         answered = CounterMetricFamily(
@@ -40,11 +44,14 @@ class ApiCollector(Collector):
         for status, count in sorted(self._responses.items()):
             answered.add_metric([status], count)
         yield answered
-        for prefix, stats in (
+        sources: list[tuple[str, Any]] = [
             ("minidb_batch_api", self._svc.statistics()),
             ("minidb_batch_queue", self._svc.queue.statistics()),
             ("minidb_batch_store", self._svc.store.statistics()),
-        ):
+        ]
+        if self._attached is not None:
+            sources.append(("minidb_batch_api_server", self._attached.statistics()))
+        for prefix, stats in sources:
             for field in dataclasses.fields(stats):
                 yield CounterMetricFamily(
                     f"{prefix}_{field.name}", f"{prefix} {field.name.replace('_', ' ')}",
@@ -52,9 +59,10 @@ class ApiCollector(Collector):
                 )
 
 
-def registry_for(svc: ApiService, responses: Counter[str]) -> CollectorRegistry:
+def registry_for(svc: ApiService, responses: Counter[str],
+                 attached: AttachedServer | None = None) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ApiCollector(svc, responses))
+    registry.register(ApiCollector(svc, responses, attached))
     return registry
 
 

@@ -18,6 +18,12 @@ and this module decides the status:
 ``IdempotencyMismatch``                     422
 ``Contended``, any ``ObjectStoreError``     503     with ``Retry-After``: the store is the
                                                     trouble, trying later can succeed
+``BadStoreRequest``                         400     its own code (``invalid_bucket`` ...)
+``NotAttached``                             503     ``not_attached``: no ``--minidb-resp``
+``ServerUnavailable``                       503     ``server_unavailable``, ``Retry-After``
+``RespError`` (the server refused)          409     ``READONLY`` (a replica): ``read_only``
+                                            503     busy, read-only store, not logged, AUTH
+                                            422     anything else: ``server_refused``
 request validation                          422     (400 for the query string, a bad limit)
 ==========================================  ======  ========================================
 
@@ -43,8 +49,11 @@ from minidb.batch._errors import (
     TaskNotFound,
     TaskTypeError,
 )
+from minidb.batch.api._attached import NotAttached, ServerUnavailable
 from minidb.batch.api._cursor import InvalidCursor
 from minidb.batch.api._idempotency import IdempotencyMismatch, InvalidIdempotencyKey
+from minidb.batch.api._keyview import BadStoreRequest
+from minidb.client import RespError
 from minidb.errors import MinidbError
 from minidb.objstore import ObjectStoreError, PresignError
 
@@ -121,6 +130,15 @@ def translate(exc: Exception) -> ApiProblem | None:
         return ApiProblem(400, str(exc), code="invalid_idempotency_key")
     if isinstance(exc, IdempotencyMismatch):
         return ApiProblem(422, str(exc), code="idempotency_key_reused")
+    if isinstance(exc, BadStoreRequest):
+        return ApiProblem(400, exc.detail, code=exc.code)
+    if isinstance(exc, NotAttached):
+        return ApiProblem(503, str(exc), code="not_attached")
+    if isinstance(exc, ServerUnavailable):
+        return ApiProblem(503, str(exc), code="server_unavailable",
+                          headers={"Retry-After": str(RETRY_AFTER_S)})
+    if isinstance(exc, RespError):
+        return _refused(exc)
     if isinstance(exc, PresignError):
         return ApiProblem(403, "the URL is invalid or has expired", code="forbidden")
     if isinstance(exc, Contended | ObjectStoreError | TimeoutError):
@@ -129,6 +147,23 @@ def translate(exc: Exception) -> ApiProblem | None:
             headers={"Retry-After": str(RETRY_AFTER_S)},
         )
     return None
+
+
+_SERVER_TROUBLE = ("ERR busy", "ERR read-only", "ERR not logged", "ERR store unavailable",
+                   "NOAUTH", "WRONGPASS")
+"""Error replies that say the server cannot serve now (or refused the API's password), not
+that the request was wrong."""
+
+
+def _refused(exc: RespError) -> ApiProblem:
+    """The problem of an error reply of the attached server."""
+    detail = f"the minidb server refused: {exc.reason}"[:300]
+    if exc.code == "READONLY":
+        return ApiProblem(409, detail, code="read_only")
+    if exc.reason.startswith(_SERVER_TROUBLE):
+        return ApiProblem(503, detail, code="server_unavailable",
+                          headers={"Retry-After": str(RETRY_AFTER_S)})
+    return ApiProblem(422, detail, code="server_refused")
 
 
 def _validation_status(exc: RequestValidationError) -> int:
@@ -194,8 +229,8 @@ def install(app: FastAPI) -> None:
             log.exception("unexpected error in %s %s", request.method, request.url.path)
             return problem(500, "internal error", code="internal")
         if found.status == 503:
-            log.warning("store unavailable in %s %s: %s", request.method, request.url.path,
-                        type(exc).__name__)
+            log.warning("%s in %s %s: %s", found.code.replace("_", " "), request.method,
+                        request.url.path, type(exc).__name__)
         return problem(found.status, found.detail, code=found.code, headers=found.headers)
 
     app.add_exception_handler(StarletteHTTPException, on_http)

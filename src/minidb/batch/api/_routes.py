@@ -20,12 +20,14 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from minidb.batch._errors import TaskTypeError
 from minidb.batch._ids import parse_task_id
+from minidb.batch._keys import MAX_USER_CHARS
 from minidb.batch._model import TERMINAL
 from minidb.batch._queue import LIST_LIMIT_MAX
 from minidb.batch.api._cursor import MAX_CURSOR_CHARS
 from minidb.batch.api._problem import ApiProblem, unauthorized
 from minidb.batch.api._schemas import (
     Health,
+    Me,
     OutputListing,
     Problem,
     Task,
@@ -37,6 +39,8 @@ from minidb.batch.api._tokens import Principal
 from minidb.objstore import FileStore, NotFound, PreconditionFailed
 
 router = APIRouter()
+USER_PATTERN = rf"^[A-Za-z0-9_-]{{1,{MAX_USER_CHARS}}}$"
+"""A user name in a query (the tokens file's rule, ``_keys.check_user``)."""
 bearer = HTTPBearer(auto_error=False, description="a token of the --tokens file")
 
 
@@ -107,6 +111,18 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # Python's json would accept NaN and Infinity
 
 
+async def read_json(request: Request, limit: int) -> Any:
+    """The request's JSON body: 415 if it is not JSON, 413 over ``limit`` bytes, 400 if it
+    does not parse (duplicate names, NaN and Infinity included)."""
+    if not _is_json(request.headers.get("content-type")):
+        raise ApiProblem(415, "the body must be application/json", code="unsupported_media_type")
+    raw = await _read_body(request, limit)
+    try:
+        return json.loads(raw, object_pairs_hook=_strict_object, parse_constant=_no_constant)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiProblem(400, "the body is not valid JSON", code="malformed_json") from None
+
+
 _CREATE_BODY = {
     "required": True,
     "content": {"application/json": {"schema": TaskCreate.model_json_schema()}},
@@ -123,13 +139,7 @@ async def create_task(
     request: Request, svc: Svc, who: Who,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> Response:
-    if not _is_json(request.headers.get("content-type")):
-        raise ApiProblem(415, "the body must be application/json", code="unsupported_media_type")
-    raw = await _read_body(request, MAX_CREATE_BODY_BYTES)
-    try:
-        data = json.loads(raw, object_pairs_hook=_strict_object, parse_constant=_no_constant)
-    except (ValueError, UnicodeDecodeError):
-        raise ApiProblem(400, "the body is not valid JSON", code="malformed_json") from None
+    data = await read_json(request, MAX_CREATE_BODY_BYTES)
     try:
         body = TaskCreate.model_validate(data)
     except ValidationError as exc:
@@ -207,15 +217,20 @@ async def submit_task(task_id: str, svc: Svc, who: Who) -> Response:
 
 @router.get(
     "/tasks", response_model=TaskList, summary="List tasks, newest first",
-    responses=_problems(400),
+    responses=_problems(400, 403),
 )
 async def list_tasks(
     svc: Svc, who: Who,
     limit: Annotated[int, Query(ge=1, le=LIST_LIMIT_MAX)] = 20,
     cursor: Annotated[str | None, Query(max_length=MAX_CURSOR_CHARS)] = None,
+    user: Annotated[str | None, Query(
+        pattern=USER_PATTERN, description="only this user's tasks (operators; a user may "
+        "name only itself)")] = None,
 ) -> Response:
+    if user is not None and user != who.user and not who.operator:
+        raise ApiProblem(403, "only operators list another user's tasks", code="forbidden")
     async with svc.deadline():
-        page = await svc.list_tasks(who, limit, cursor)
+        page = await svc.list_tasks(who, limit, cursor, user=user)
     return JSONResponse({"tasks": [t.api_view() for t in page.tasks],
                          "next_cursor": page.cursor})
 
@@ -258,6 +273,11 @@ async def get_output(task_id: str, request: Request, svc: Svc, who: Who) -> Resp
         raise ApiProblem(409, f"the task is {record.state} and has no output yet",
                          code="no_output")
     return JSONResponse(svc.output_links(record, str(request.base_url)))
+
+
+@router.get("/me", response_model=Me, summary="Who the token names", responses=_problems())
+async def me(who: Who) -> Response:
+    return JSONResponse({"user": who.user, "role": who.role})
 
 
 @router.get("/healthz", response_model=Health, summary="Liveness (no token needed)")

@@ -26,6 +26,7 @@ from minidb.batch._model import MAX_ATTEMPTS_LIMIT, TaskRecord, format_time
 from minidb.batch._queue import TaskPage, TaskQueue
 from minidb.batch._tasktypes import TaskTypeRegistry
 from minidb.batch.api import _idempotency as idem
+from minidb.batch.api._attached import ServerLink
 from minidb.batch.api._cursor import decode_cursor, encode_cursor
 from minidb.batch.api._tokens import Principal, TokenTable
 from minidb.objstore import (
@@ -62,6 +63,8 @@ class ApiSettings:
     store_deadline_s: float = STORE_DEADLINE_S
     cursor_secret: bytes | None = None
     """Signs cursors; default: the store's ``secrets/api`` object (made on first use)."""
+    server: ServerLink = dataclasses.field(default_factory=ServerLink)
+    """The minidb server the store browser and the server's figures read (``_attached``)."""
 
     def __post_init__(self) -> None:
         if not 1 <= self.presign_s <= PRESIGN_MAX_EXPIRES_S:
@@ -220,15 +223,23 @@ class ApiService:
 
     # --- lists ------------------------------------------------------------------------------
 
-    async def list_tasks(self, who: Principal, limit: int, cursor: str | None) -> TaskPage:
-        """A page of the tasks ``who`` may see; the cursors in and out are signed ones."""
+    async def list_tasks(
+        self, who: Principal, limit: int, cursor: str | None, *, user: str | None = None
+    ) -> TaskPage:
+        """A page of the tasks ``who`` may see (only ``user``'s, when given: the route lets
+        only an operator name another user); the cursors in and out are signed ones, bound
+        to the caller and the filter, so a cursor of one listing is refused by another."""
         secret = await self.secret()
-        after = None if cursor is None else decode_cursor(secret, who.user, cursor)
-        if who.operator:
+        scope = who.user if user is None else f"{who.user} listing {user}"
+        after = None if cursor is None else decode_cursor(secret, scope, cursor)
+        if user is not None:
+            assert who.operator or user == who.user
+            page = await self.queue.list_tasks(user, limit=limit, cursor=after)
+        elif who.operator:
             page = await self.queue.list_all(limit=limit, cursor=after)
         else:
             page = await self.queue.list_tasks(who.user, limit=limit, cursor=after)
-        signed = None if page.cursor is None else encode_cursor(secret, who.user, page.cursor)
+        signed = None if page.cursor is None else encode_cursor(secret, scope, page.cursor)
         return TaskPage(page.tasks, signed)
 
     # --- outputs ----------------------------------------------------------------------------
