@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from minidb.objstore import ObjectStore
 
 DEFAULT_POLL_CAP_S = 30.0
+PASSWORD_ENV = "MINIDB_PASSWORD"
+"""The server's ``--requirepass`` (``minidb serve`` reads the same variable)."""
 """The idle poll interval grows from ``--poll-seconds`` up to this (or to it, if larger)."""
 
 
@@ -77,10 +79,10 @@ def _usage(parser: argparse.ArgumentParser) -> int:
     return 2
 
 
-def _address(text: str) -> tuple[str, int]:
+def _address(text: str, option: str = "--minidb") -> tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--minidb must be HOST:PORT, not {text!r}")
+        raise ValueError(f"{option} must be HOST:PORT, not {text!r}")
     return host, int(port)
 
 
@@ -187,6 +189,11 @@ def _register_serve(commands: Any) -> None:
                        help="one TOKEN USER ROLE per line (ROLE: user or operator)")
     serve.add_argument("--minidb", default=None, metavar="HOST:PORT",
                        help="the minidb server the in-process workers use")
+    serve.add_argument("--minidb-resp", default=None, metavar="HOST:PORT",
+                       help="that server's RESP listener: the page's store browser and INFO "
+                            "(MINIDB_PASSWORD is sent with AUTH)")
+    serve.add_argument("--minidb-metrics", default=None, metavar="HOST:PORT",
+                       help="that server's metrics listener: the page's server charts")
     serve.add_argument("--workers", type=int, default=0, help="in-process workers (default 0)")
     serve.add_argument("--presign-seconds", type=int, default=900,
                        help="lifetime of output download URLs")
@@ -203,6 +210,7 @@ def _register_serve(commands: Any) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from minidb.batch._backoff import IdlePoll
     from minidb.batch._worker import WorkerConfig
+    from minidb.batch.api._attached import ServerLink
     from minidb.batch.api._serve import ServeConfig
     from minidb.batch.api._service import ApiSettings
 
@@ -214,6 +222,13 @@ def _serve(args: argparse.Namespace) -> int:
         address = None if args.minidb is None else _address(args.minidb)
         if args.workers and address is None:
             raise ValueError("--workers needs --minidb HOST:PORT")
+        server = ServerLink(
+            resp=None if args.minidb_resp is None
+            else _address(args.minidb_resp, "--minidb-resp"),
+            metrics=None if args.minidb_metrics is None
+            else _address(args.minidb_metrics, "--minidb-metrics"),
+            password=os.environ.get(PASSWORD_ENV) or None,
+        )
         worker = WorkerConfig(
             worker_id=f"{socket.gethostname()}-{os.getpid()}",
             lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
@@ -223,7 +238,7 @@ def _serve(args: argparse.Namespace) -> int:
         config = ServeConfig(
             host=args.host, port=args.port, workers=args.workers, worker=worker, minidb=address,
             settings=ApiSettings(presign_s=args.presign_seconds,
-                                 max_input_bytes=args.max_input_bytes),
+                                 max_input_bytes=args.max_input_bytes, server=server),
         )
     except ValueError as exc:
         sys.stderr.write(f"minidb batch serve: error: {exc}\n")

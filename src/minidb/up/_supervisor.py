@@ -3,9 +3,10 @@
 Theory of operation. ``run_up`` starts ``minidb serve`` (line, RESP and metrics listeners,
 data under ``DATA/server``) and waits for its listening lines, then ``minidb batch serve
 --workers 1`` pointed at the server's line port (the API, the web page and one worker; the
-store ``file:DATA/objects`` or ``--store``; the tokens file ``DATA/batch/tokens``). Only once
-both are listening does it print the addresses, the web page, the operator token and a curl
-example; a start that fails stops whatever did start and exits 1 with the reason.
+store ``file:DATA/objects`` or ``--store``; the tokens file ``DATA/batch/tokens``) and at its
+RESP and metrics listeners (the page's store browser and charts). Only once both are
+listening does it print the addresses, the web page, the operator token and a curl example;
+a start that fails stops whatever did start and exits 1 with the reason.
 
 Then it waits for one of: SIGINT, SIGTERM (exit 0 after a graceful stop) or a child exiting on
 its own (the other is stopped, exit 1). The stop order is the reverse of the start: the API
@@ -121,11 +122,20 @@ class UpConfig:
             argv += ["--s3-endpoint", self.s3_endpoint]
         return argv
 
-    def batch_argv(self, minidb: tuple[str, int]) -> list[str]:
+    def batch_argv(
+        self, minidb: tuple[str, int], resp: tuple[str, int] | None = None,
+        metrics: tuple[str, int] | None = None,
+    ) -> list[str]:
+        """``minidb batch serve`` pointed at the server's listeners: the line port for its
+        worker, RESP and metrics for the page's store browser and charts."""
+        attached = [
+            *(["--minidb-resp", _host_port(resp)] if resp is not None else []),
+            *(["--minidb-metrics", _host_port(metrics)] if metrics is not None else []),
+        ]
         return [
             self.python, "-m", "minidb", "batch", "serve", "--host", self.host,
             "--port", str(self.http_port), "--store", self.store_url,
-            "--minidb", f"{_connectable(minidb[0])}:{minidb[1]}",
+            "--minidb", _host_port(minidb), *attached,
             "--tokens", str(self.tokens_file), "--workers", "1",
             *(["--s3-endpoint", self.s3_endpoint] if self.s3_endpoint else []),
         ]
@@ -134,6 +144,10 @@ class UpConfig:
 def _connectable(host: str) -> str:
     """An address to connect to for a listener bound to ``host`` (a wildcard means loopback)."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+
+
+def _host_port(address: tuple[str, int]) -> str:
+    return f"{_connectable(address[0])}:{address[1]}"
 
 
 def _url_host(host: str) -> str:
@@ -200,8 +214,9 @@ def run_up(config: UpConfig) -> int:
             deadline = time.monotonic() + STARTUP_TIMEOUT_S
             server.wait_listening(set(SERVER_KINDS), deadline, stopping)
             if not stopping.is_set():
-                batch = Child.spawn("minidb batch serve",
-                                    config.batch_argv(server.listening["line"]))
+                batch = Child.spawn("minidb batch serve", config.batch_argv(
+                    server.listening["line"], server.listening["resp"],
+                    server.listening["metrics"]))
                 children.append(batch)
                 deadline = time.monotonic() + STARTUP_TIMEOUT_S
                 batch.wait_listening(set(BATCH_KINDS), deadline, stopping)
