@@ -45,3 +45,38 @@ def test_static_names_outside_the_page_are_404(page: httpx.Client, name: str) ->
     assert response.headers["content-type"].startswith("application/problem+json")
     if response.content:
         assert is_problem(response, 404)
+
+
+@pytest.fixture
+def real_page(tmp_path: Path) -> Iterator[httpx.Client]:
+    """The API serving the real page package, minidb.batch.web."""
+    server = ApiServer(FileStore(str(tmp_path / "objects"))).start()
+    try:
+        with server.client() as client:
+            yield client
+    finally:
+        server.stop()
+
+
+def test_vendored_chart_library_is_served_with_its_licence(real_page: httpx.Client) -> None:
+    """uPlot's script and style come from /static/vendor/ (what index.html loads), its licence
+    ships beside them, and the page's modules are all there."""
+    index = real_page.get("/").text
+    for path in ("/static/vendor/uPlot.iife.min.js", "/static/vendor/uPlot.min.css",
+                 "/static/app.js", "/static/style.css"):
+        assert f'"{path}"' in index
+        answer = real_page.get(path)
+        assert answer.status_code == 200, path
+    assert "uPlot" in real_page.get("/static/vendor/uPlot.iife.min.js").text[:200]
+    licence = real_page.get("/static/vendor/uPlot.LICENSE.txt")
+    assert licence.status_code == 200 and "MIT License" in licence.text
+    for module in ("api.js", "dom.js", "batch.js", "store.js", "server.js"):
+        assert real_page.get(f"/static/{module}").status_code == 200, module
+
+
+@pytest.mark.parametrize("name", ["missing.js", "..%2Fapp.js", "%2e%2e", "__init__.py",
+                                  ".hidden.js"])
+def test_vendor_names_outside_the_folder_are_404(real_page: httpx.Client, name: str) -> None:
+    """The vendor route serves that folder's assets only."""
+    assert real_page.get(f"/static/vendor/{name}").status_code == 404
+    assert real_page.get("/static/vendor/").status_code == 404

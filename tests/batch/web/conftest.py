@@ -1,6 +1,8 @@
 """Fixtures of the web-page tests: a ``minidb serve`` subprocess, ``minidb batch serve`` with
 in-process workers on a ``file:`` store in front of it (both shared by a module's tests, each
-test with users of its own), and headless Chromium driven by Playwright.
+test with users of its own), a whole ``minidb up`` on ports 0 (``system``: the store and
+server views need the RESP and metrics listeners it passes on), and headless Chromium driven
+by Playwright.
 
 Chromium is Debian's ``/usr/bin/chromium`` (``apt-get install chromium``); without it, or
 without the ``playwright`` package, the tests skip and say why. Every wait has a deadline.
@@ -25,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from tests._listening import LISTENING, LineReader
 from tests.server.conftest import _LISTENING, LineClient
 
 CHROMIUM = "/usr/bin/chromium"
@@ -223,3 +226,82 @@ def _start(
             if match and match.group(3) == listener:
                 return proc, int(match.group(2))
     pytest.fail(f"{args[0]} did not print its listening line in time: {log.read_text()}")
+
+
+# --- a whole minidb up ------------------------------------------------------------------------
+
+UP_START_TIMEOUT_S = 90.0
+"""How long ``minidb up`` may take to print its banner (two children start in turn)."""
+UP_STOP_TIMEOUT_S = 60.0
+
+
+@dataclass
+class System:
+    """A running ``minidb up``: its listeners and the tokens of its operator and a user."""
+
+    proc: subprocess.Popen[str]
+    listening: dict[str, tuple[str, int]]
+    tokens: dict[str, str]
+    """``ops`` (operator) and ``carol`` (user) to their tokens."""
+
+    @property
+    def url(self) -> str:
+        host, port = self.listening["batch"]
+        return f"http://{host}:{port}"
+
+    @property
+    def resp_port(self) -> int:
+        return self.listening["resp"][1]
+
+    def call(self, user: str, method: str, path: str, body: Any = None) -> Any:
+        """One API call as ``user`` (``ops`` or ``carol``); the parsed JSON reply."""
+        payload = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            self.url + path, data=payload, method=method,
+            headers={"Authorization": f"Bearer {self.tokens[user]}",
+                     **({"Content-Type": "application/json"} if payload else {})},
+        )
+        with urllib.request.urlopen(request, timeout=HTTP_TIMEOUT_S) as response:
+            text = response.read()
+        return json.loads(text) if text else None
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+    """``minidb up`` on port 0 everywhere, with a tokens file made beforehand holding an
+    operator (``ops``, which ``up`` then uses as its own) and a user (``carol``)."""
+    data = tmp_path_factory.mktemp("up") / "data"
+    (data / "batch").mkdir(parents=True, mode=0o700)
+    tokens = {"ops": secrets.token_urlsafe(24), "carol": secrets.token_urlsafe(24)}
+    token_file = data / "batch" / "tokens"
+    token_file.write_text(f"{tokens['ops']} ops operator\n{tokens['carol']} carol user\n")
+    token_file.chmod(0o600)
+    log = data.parent / "up.log"  # a file: an undrained pipe would block the children's logs
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "minidb", "up", "--data-dir", str(data), "--port", "0",
+             "--resp-port", "0", "--http-port", "0", "--metrics-port", "0"],
+            stdout=subprocess.PIPE, stderr=stderr, text=True,
+        )
+    try:
+        reader = LineReader(proc)
+        try:
+            reader.until("curl ", UP_START_TIMEOUT_S)
+        except (TimeoutError, EOFError) as exc:
+            proc.kill()
+            proc.wait(timeout=UP_STOP_TIMEOUT_S)
+            pytest.fail(f"minidb up did not start: {exc}: {log.read_text()}")
+        listening = {match.group(3): (match.group(1), int(match.group(2)))
+                     for line in reader.seen if (match := LISTENING.match(line))}
+        assert f"operator token: {tokens['ops']}" in reader.seen
+        yield System(proc, listening, tokens)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=UP_STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=UP_STOP_TIMEOUT_S)
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -1,9 +1,11 @@
-"""The web page's shell: ``GET /`` and ``GET /static/{name}``, without a token.
+"""The web page's shell: ``GET /``, ``GET /static/{name}`` and ``GET /static/vendor/{name}``,
+without a token.
 
-The page's files live in the package ``minidb.batch.web`` (``index.html``, ``app.js``,
-``style.css``) and are read with ``importlib.resources``, so they ship in the wheel. The shell
-holds no data: everything it shows comes from authenticated API calls. While that package is
-absent a placeholder page says so, rather than a 404 at ``/``.
+The page's files live in the package ``minidb.batch.web`` (``index.html``, its ES modules,
+``style.css``) and the third-party files it vendors in its ``vendor/`` folder (the uPlot chart
+library and its licence); both are read with ``importlib.resources``, so they ship in the
+wheel. The shell holds no data: everything it shows comes from authenticated API calls. While
+that package is absent a placeholder page says so, rather than a 404 at ``/``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from starlette.responses import HTMLResponse, Response
 from minidb.batch.api._problem import ApiProblem
 
 WEB_PACKAGE = "minidb.batch.web"
+VENDOR_FOLDER = "vendor"
+"""The folder of ``WEB_PACKAGE`` that holds vendored files (served under ``/static/vendor/``)."""
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,99}", re.ASCII)
 """A static file name: no slash, no leading dot, so nothing outside the package is named."""
 STATIC_SUFFIXES = frozenset({".html", ".js", ".mjs", ".css", ".svg", ".png", ".ico", ".json",
@@ -42,14 +46,23 @@ def _web_root() -> Traversable | None:
         return None
 
 
-def _read(name: str) -> bytes | None:
+def _read(name: str, folder: str | None = None) -> bytes | None:
     root = _web_root()
     if root is None or _NAME.fullmatch(name) is None:
         return None
     if PurePosixPath(name).suffix not in STATIC_SUFFIXES:
         return None
-    entry = root / name
+    entry = (root if folder is None else root / folder) / name
     return entry.read_bytes() if entry.is_file() else None
+
+
+def _asset(name: str, data: bytes | None) -> Response:
+    if data is None:
+        raise ApiProblem(404, "no such file")
+    media = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if media.startswith("text/") or media in ("application/javascript", "text/javascript"):
+        media += "; charset=utf-8"
+    return Response(data, media_type=media, headers={"Cache-Control": "no-cache"})
 
 
 @router.get("/")
@@ -60,10 +73,9 @@ async def index() -> Response:
 
 @router.get("/static/{name}")
 async def static(name: str) -> Response:
-    data = _read(name)
-    if data is None:
-        raise ApiProblem(404, "no such file")
-    media = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    if media.startswith("text/") or media in ("application/javascript", "text/javascript"):
-        media += "; charset=utf-8"
-    return Response(data, media_type=media, headers={"Cache-Control": "no-cache"})
+    return _asset(name, _read(name))
+
+
+@router.get("/static/vendor/{name}")
+async def vendored(name: str) -> Response:
+    return _asset(name, _read(name, VENDOR_FOLDER))
