@@ -39,6 +39,7 @@ def test_buckets_of_info_keyspace() -> None:
 
 
 def test_metrics_merge_both_protocols_by_kind() -> None:
+    """Line verbs and RESP names add up by lower-case kind; WAL and shipping figures."""
     figures = parse_metrics(METRICS)
     assert figures["commands"] == {"get": 11, "set": 2, "info": 4}
     assert figures["wal_appends"] == 11 and figures["wal_syncs"] == 5
@@ -47,6 +48,7 @@ def test_metrics_merge_both_protocols_by_kind() -> None:
 
 
 def test_reading_with_and_without_metrics() -> None:
+    """A reading from INFO and /metrics; without /metrics, commandstats and no WAL figures."""
     info = parse_info(INFO)
     full = stats_reading(info, parse_metrics(METRICS), [0.5])
     assert full["unix_ms"] == 1700000000123 and full["commands_total"] == 99
@@ -58,6 +60,7 @@ def test_reading_with_and_without_metrics() -> None:
 
 
 def test_replica_lag_from_info_without_metrics() -> None:
+    """A replica's lag comes from INFO replication when /metrics is not known."""
     info = parse_info("role:slave\r\nminidb_replica_lag_seconds:1.500\r\n"
                       "minidb_replica_lag_records:7\r\n")
     assert stats_reading(info, None, [])["replication"] == {

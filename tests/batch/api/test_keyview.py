@@ -38,6 +38,7 @@ def test_key_view_round_trips_through_parse_key(key: bytes) -> None:
 
 
 def test_parse_key_refuses_what_names_no_key() -> None:
+    """Bytes that are not UTF-8, bad hex, empty, unknown encodings and long keys are refused."""
     for raw, encoding in ((b"\xff", "utf-8"), (b"zz", "hex"), (b"", "utf-8"), (None, "hex"),
                           (b"k", "base64"), (b"k" * 4097, "utf-8"), (b"ab" * 4097, "hex")):
         with pytest.raises(BadStoreRequest) as refused:
@@ -46,6 +47,7 @@ def test_parse_key_refuses_what_names_no_key() -> None:
 
 
 def test_bucket_pattern_and_cursor_rules() -> None:
+    """Buckets follow SELECT's rule, patterns are short control-free UTF-8, cursors u64 decimal."""
     assert check_bucket("users") == b"users" and check_bucket("0") == b"0"
     assert check_pattern(None) == b"*" and check_pattern("é*".encode()) == "é*".encode()
     assert parse_scan_cursor("0") == 0 and parse_scan_cursor(str(MAX_CURSOR)) == MAX_CURSOR
@@ -73,6 +75,7 @@ def test_value_view_text_hex_and_cut() -> None:
 
 
 def test_download_name_is_a_safe_file_name() -> None:
+    """A download's file name keeps the key's safe characters only."""
     assert download_name(b"user:0001") == "user_0001"
     assert download_name(b"../../etc/passwd") == "etc_passwd"
     assert download_name(b"\xff\xfe") == "value.bin"

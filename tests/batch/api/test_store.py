@@ -278,6 +278,7 @@ def test_keys_refuse_a_pattern_that_is_not_utf8_and_a_repeated_one(alice: httpx.
 
 
 def test_keys_of_an_unknown_bucket_is_404(alice: httpx.Client) -> None:
+    """A bucket that has no keys is 404 ``no_such_bucket``."""
     answer = alice.get("/store/keys", params={"bucket": "never-written"})
     assert answer.status_code == 404 and code(answer) == "no_such_bucket"
 
@@ -297,6 +298,7 @@ def test_keys_of_an_unknown_bucket_is_404(alice: httpx.Client) -> None:
 def test_key_refuses_malformed_input_with_400(
     alice: httpx.Client, query: str, expected: str
 ) -> None:
+    """Each bad way of naming a key (or its bucket) is a 400 problem naming it."""
     answer = alice.get(f"/store/key?{query}")
     assert answer.status_code == 400, answer.text
     assert code(answer) == expected
