@@ -68,8 +68,9 @@ def protocol_error(data: bytes, **limits: int) -> str:
     decoder = RespDecoder(**limits)
     decoder.feed(data)
     with pytest.raises(RespProtocolError) as caught:
-        while True:
-            decoder.next_commands()
+        while decoder.next_commands():
+            pass
+        decoder.next_commands()  # raises, unless the stream ended without an error
     return caught.value.reason
 
 
@@ -299,6 +300,111 @@ def test_decoder_rejects_a_buffer_smaller_than_one_command() -> None:
         RespDecoder(max_bulk_bytes=1000, max_buffer_bytes=1000)
 
 
+# -- a header ends at its first CR (Redis's processMultibulkBuffer) -------------------------
+
+
+@pytest.mark.parametrize(
+    "data, commands",
+    [
+        (b"*1\rx$4\r\nPING\r\n", [[b"PING"]]),
+        (b"*1\r\n$4\rxPING\r\n", [[b"PING"]]),
+        (b"*2\r\r$4\r\nECHO\r\n$1\r\na\r\n", [[b"ECHO", b"a"]]),
+        (b"*-1\rx*1\r\n$4\r\nPING\r\n", [[b"PING"]]),
+        (b"*0\r\rPING\r\n", [[b"PING"]]),
+        (b"*-1\r\r\nPING\r\n", [[b"PING"]]),  # the LF left over is an empty inline line
+    ],
+)
+def test_decoder_header_ends_at_its_first_cr_and_skips_the_next_byte(
+    data: bytes, commands: list[list[bytes]]
+) -> None:
+    """A ``*`` or ``$`` header ends at its first CR, whatever byte follows it (Redis skips
+    that byte unread), in one read or cut anywhere."""
+    assert decode_all(data) == commands
+    for cut in range(len(data) + 1):
+        assert decode_in_pieces([data[:cut], data[cut:]]) == commands, cut
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"*x\r\r", "Protocol error: invalid multibulk length"),
+        (b"*\r\r", "Protocol error: invalid multibulk length"),
+        (b"*1\r\n$x\r\r", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$\r\r", "Protocol error: invalid bulk length"),
+        (b"*1\r\n\r\r", "Protocol error: expected '$', got ' '"),
+        (b"*1\r\nx\r\r", "Protocol error: expected '$', got 'x'"),
+        (b"*1\r\r\n$4\r\n", "Protocol error: expected '$', got ' '"),
+        (b"*1\r\r\r\n", "Protocol error: expected '$', got ' '"),
+        (b"*" + b"1" * MAX_INLINE_BYTES, "Protocol error: too big mbulk count string"),
+        (b"*1\r\n$" + b"1" * MAX_INLINE_BYTES, "Protocol error: too big bulk count string"),
+    ],
+)
+def test_decoder_header_ended_by_a_bare_cr_fails_as_redis_fails(data: bytes, reason: str) -> None:
+    """A header ended by CR and any byte is complete: a bad one is refused at once (Redis:
+    ``*x\\r\\r`` is ``invalid multibulk length`` and a close, not a wait for an LF), while
+    without its last byte (a CR with nothing after it yet, or 64 KiB without a CR) it waits."""
+    decoder = RespDecoder()
+    decoder.feed(data[:-1])
+    assert decoder.next_commands() == [] and decoder.error is None
+    decoder.feed(data[-1:])
+    with pytest.raises(RespProtocolError) as caught:
+        decoder.next_commands()
+    assert caught.value.reason == reason
+
+
+# -- limits before AUTH (Redis's CVE-2021-32675 fix) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, reason",
+    [
+        (b"*11\r\n", "Protocol error: unauthenticated multibulk length"),
+        (b"*12\rx", "Protocol error: unauthenticated multibulk length"),
+        (b"*2000000\r\n", "Protocol error: unauthenticated multibulk length"),
+        (b"*2147483648\r\n", "Protocol error: invalid multibulk length"),
+        (b"*1\r\n$16385\r\n", "Protocol error: unauthenticated bulk length"),
+        (b"*1\r\n$20000\rx", "Protocol error: unauthenticated bulk length"),
+        (b"*1\r\n$536870913\r\n", "Protocol error: invalid bulk length"),
+        (b"*1\r\n$-1\r\n", "Protocol error: invalid bulk length"),
+    ],
+)
+def test_decoder_before_auth_refuses_long_headers_as_redis_does(data: bytes, reason: str) -> None:
+    """Unauthenticated, a count over 10 or a length over 16384 ends the stream with Redis's
+    words, checked in Redis's order (an invalid number is still ``invalid``)."""
+    decoder = RespDecoder(authenticated=False)
+    decoder.feed(data)
+    with pytest.raises(RespProtocolError) as caught:
+        decoder.next_commands()
+    assert caught.value.reason == reason
+
+
+def test_decoder_before_auth_takes_what_redis_takes() -> None:
+    """Ten arguments of 16384 bytes each pass before AUTH, and an inline line is not bound by
+    the multibulk limits."""
+    argv = [b"v" * 16384] * 10
+    words = [b"w"] * 20
+    decoder = RespDecoder(authenticated=False)
+    decoder.feed(encode_command(argv) + b" ".join(words) + b"\r\n")
+    assert decoder.next_commands() == [argv]
+    assert decoder.next_commands() == [words]
+
+
+def test_decoder_before_auth_hands_out_one_command_at_a_time() -> None:
+    """Before AUTH each call returns one command, so a pipelined AUTH can lift the limits for
+    the command after it; ``authenticated = False`` (RESET) brings them back."""
+    big = encode_command([b"MSET"] + [b"k", b"x" * 20000] * 6)
+    decoder = RespDecoder(authenticated=False)
+    decoder.feed(encode_command([b"AUTH", b"pw"]) + big + big)
+    assert decoder.next_commands() == [[b"AUTH", b"pw"]]
+    decoder.authenticated = True
+    assert len(decoder.next_commands()) == 2
+    decoder.feed(big)
+    decoder.authenticated = False
+    with pytest.raises(RespProtocolError) as caught:
+        decoder.next_commands()
+    assert caught.value.reason == "Protocol error: unauthenticated multibulk length"
+
+
 _ARGS = st.lists(
     st.binary(max_size=40) | st.sampled_from([b"\r\n", b"a\r", b"\nb"]), min_size=1, max_size=6
 )
@@ -457,18 +563,22 @@ def test_c_scans_check_their_arguments() -> None:
         scan_raw(SET, 0, [])  # type: ignore[call-arg]
 
 
-def _reference_decode(data: bytes, max_bulk: int) -> tuple[list[list[bytes]], str | None]:
+def _reference_decode(
+    data: bytes, max_bulk: int, authenticated: bool = True
+) -> tuple[list[list[bytes]], str | None]:
     """A plain offset-walking decoder of the whole stream, written from docs/resp.md: the
     model the decoder must agree with, at any split. Returns the commands and the error."""
     out: list[list[bytes]] = []
     pos = 0
     big = MAX_INLINE_BYTES + 1
 
-    def line_end(start: int, too_big: str) -> int | str | None:
-        end = data.find(b"\r\n", start)
-        if end >= 0:
-            return end
-        return too_big if len(data) - start > big else None
+    def header_end(start: int, too_big: str) -> int | str | None:
+        # A header ends at its first CR once a byte follows it (skipped unread, as Redis
+        # skips it); more than 64 KiB without a CR is too big.
+        cr = data.find(b"\r", start)
+        if cr < 0:
+            return too_big if len(data) - start > MAX_INLINE_BYTES else None
+        return cr if cr + 1 < len(data) else None
 
     while pos < len(data):
         if data[pos] != 42:  # inline
@@ -485,16 +595,20 @@ def _reference_decode(data: bytes, max_bulk: int) -> tuple[list[list[bytes]], st
                 out.append(words)
             pos = lf + 1
             continue
-        end = line_end(pos, _resp.TOO_BIG_MULTIBULK)
+        end = header_end(pos, _resp.TOO_BIG_MULTIBULK)
         if not isinstance(end, int):
             return out, end
         count = strict_int(data[pos + 1 : end])
-        if count is None or count > 1024 * 1024:
+        if count is None or count > 2**31 - 1:
+            return out, _resp.INVALID_MULTIBULK
+        if not authenticated and count > 10:
+            return out, "Protocol error: unauthenticated multibulk length"
+        if count > 1024 * 1024:
             return out, _resp.INVALID_MULTIBULK
         pos = end + 2
         argv: list[bytes] = []
         for _ in range(count):
-            end = line_end(pos, _resp.TOO_BIG_BULK)
+            end = header_end(pos, _resp.TOO_BIG_BULK)
             if not isinstance(end, int):
                 return out, end
             if data[pos : pos + 1] != b"$":
@@ -502,6 +616,8 @@ def _reference_decode(data: bytes, max_bulk: int) -> tuple[list[list[bytes]], st
             size = strict_int(data[pos + 1 : end])
             if size is None or size < 0 or size > max_bulk:
                 return out, _resp.INVALID_BULK
+            if not authenticated and size > 16384:
+                return out, "Protocol error: unauthenticated bulk length"
             pos = end + 2
             if len(data) - pos < size + 2:
                 return out, None
@@ -533,6 +649,8 @@ _PIECES = st.lists(
             b"$3",
             b"$-1",
             b"$4096",
+            b"$16385",
+            b"*11",
             b"\r\n",
             b"\r",
             b"\n",
@@ -557,16 +675,22 @@ _PIECES = st.lists(
 
 
 @settings(max_examples=1500, deadline=None)
-@given(_PIECES, st.lists(st.integers(min_value=0), max_size=8), st.integers(1, 5), st.booleans())
+@given(
+    _PIECES,
+    st.lists(st.integers(min_value=0), max_size=8),
+    st.integers(1, 5),
+    st.booleans(),
+    st.booleans(),
+)
 def test_decoder_agrees_with_the_reference_model(
-    pieces: list[bytes], cuts: list[int], limit: int, small: bool
+    pieces: list[bytes], cuts: list[int], limit: int, small: bool, authenticated: bool
 ) -> None:
     """On any stream, valid or not, split anywhere and drained ``limit`` at a time, the decoder
-    returns the model's commands and ends in the model's error."""
+    returns the model's commands and ends in the model's error, before AUTH and after."""
     data = b"".join(pieces)
     max_bulk = 3 if small else _resp.DEFAULT_MAX_BULK_BYTES
-    expected, expected_error = _reference_decode(data, max_bulk)
-    decoder = RespDecoder(max_bulk_bytes=max_bulk)
+    expected, expected_error = _reference_decode(data, max_bulk, authenticated)
+    decoder = RespDecoder(max_bulk_bytes=max_bulk, authenticated=authenticated)
     out: list[list[bytes]] = []
     error = None
     try:

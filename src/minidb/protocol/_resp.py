@@ -28,6 +28,19 @@ also the compaction: consumed lines are dropped with the old list.
 A command that is only partly received keeps the arguments read so far (``_argv``), so a huge
 multibulk arriving slowly is parsed once, not from its start at every read.
 
+Headers end at their first CR, as in Redis (``processMultibulkBuffer`` searches for ``\\r``,
+needs one byte after it, and skips that byte unread): ``*1\\rx`` is a whole header and
+``*x\\r\\r`` a whole, invalid one. A header line with a CR inside is therefore cut there, and
+the rest of its line (or, when the CR was the line's last byte, the LF of the line's CRLF) is
+what follows it: ``_header`` rewrites ``_lines`` so that the line it hands back starts there.
+The split at CRLF makes the plainly valid case need none of this.
+
+Before authentication (``authenticated`` false, a server with a password) the limits are
+Redis's for an unauthenticated client (``UNAUTHENTICATED_*``, the CVE-2021-32675 fix) and
+``next_commands`` hands out one command per call, because a pipelined ``AUTH`` lifts them for
+the command right after it: Redis decides each command before it parses the next, and the
+caller marks the decoder ``authenticated`` between the two.
+
 When the optional C accelerator ``_cresp`` is built (and ``MINIDB_PURE_PYTHON=1`` is not set),
 a joined buffer is not split at once: ``scan_raw`` first takes every complete, plainly valid
 multibulk command straight from its bytes (``_raw`` from offset ``_pos``; splitting costs more
@@ -58,11 +71,16 @@ from minidb.protocol._resp_fields import split_inline, strict_int
 
 # Limits, after Redis's src/server.h and src/networking.c.
 MAX_INLINE_BYTES: Final = 64 * 1024
-"""An inline request, or a ``*``/``$`` count line, longer than this many bytes is refused
-(Redis's ``PROTO_INLINE_MAX_SIZE``)."""
+"""An inline request longer than this many bytes, or this many bytes of a ``*``/``$`` header
+without its CR, is refused (Redis's ``PROTO_INLINE_MAX_SIZE``)."""
 DEFAULT_MAX_MULTIBULK_COUNT: Final = 1024 * 1024
-"""Arguments one multibulk command may declare. Redis allows ``INT_MAX`` once authenticated;
-minidb has no authentication, and no command of its needs more than a handful of arguments."""
+"""Arguments one multibulk command may declare once authenticated. Redis allows ``INT_MAX``;
+no command of minidb's needs more than a handful of arguments."""
+UNAUTHENTICATED_MAX_MULTIBULK_COUNT: Final = 10
+"""Arguments a multibulk command may declare before authentication (Redis's networking.c)."""
+UNAUTHENTICATED_MAX_BULK_BYTES: Final = 16384
+"""Bytes of one argument before authentication (Redis's networking.c). With the count above,
+a command of an unauthenticated client holds at most about 160 KiB."""
 DEFAULT_MAX_BULK_BYTES: Final = 512 * 1024 * 1024
 """Bytes of one argument (Redis's ``proto-max-bulk-len``); the server passes its own."""
 BUFFER_HEADROOM_BYTES: Final = 1024 * 1024
@@ -81,6 +99,8 @@ UNBALANCED_QUOTES: Final = "Protocol error: unbalanced quotes in request"
 TOO_BIG_MULTIBULK: Final = "Protocol error: too big mbulk count string"
 TOO_BIG_BULK: Final = "Protocol error: too big bulk count string"
 TOO_BIG_INLINE: Final = "Protocol error: too big inline request"
+UNAUTHENTICATED_MULTIBULK: Final = "Protocol error: unauthenticated multibulk length"
+UNAUTHENTICATED_BULK: Final = "Protocol error: unauthenticated bulk length"
 # minidb's own: Redis skips the two bytes after bulk data unchecked, and closes a connection
 # over its query buffer limit without a reply.
 EXPECTED_CRLF: Final = "Protocol error: expected CRLF after bulk data"
@@ -153,11 +173,14 @@ class RespDecoder:
     __slots__ = (
         "_argv",
         "_argv_bytes",
+        "_authenticated",
         "_bulk",
+        "_bulk_limit",
         "_bytes_fed",
         "_chunks",
         "_chunks_len",
         "_commands",
+        "_count_limit",
         "_error",
         "_fast",
         "_fresh",
@@ -173,7 +196,7 @@ class RespDecoder:
         "_pos",
         "_raw",
         "_ready",
-        "_want_lf",
+        "_want",
     )
 
     def __init__(
@@ -182,6 +205,7 @@ class RespDecoder:
         max_bulk_bytes: int = DEFAULT_MAX_BULK_BYTES,
         max_multibulk_count: int = DEFAULT_MAX_MULTIBULK_COUNT,
         max_buffer_bytes: int | None = None,
+        authenticated: bool = True,
     ) -> None:
         if max_buffer_bytes is None:
             max_buffer_bytes = max_bulk_bytes + BUFFER_HEADROOM_BYTES
@@ -194,9 +218,7 @@ class RespDecoder:
         self._max_bulk = max_bulk_bytes
         self._max_count = max_multibulk_count
         self._max_buffer = max_buffer_bytes
-        # The fast path's tables accept any header up to their size, so they may only be
-        # trusted when the limits are at least as large.
-        self._fast = max_bulk_bytes >= _FAST_BULK_LIMIT - 1 and max_multibulk_count >= 64
+        self.authenticated = authenticated  # sets the limits in force and the fast path
         self._lines: list[bytes] = [b""]
         self._li = 0
         self._raw: bytes | None = None  # a joined buffer not split yet (accelerated only)
@@ -206,7 +228,7 @@ class RespDecoder:
         self._chunks_len = 0
         self._ready = False  # the chunks may complete something: join them before parsing
         self._need = 1  # ... which they do once _chunks_len reaches this
-        self._want_lf = False  # ... or once a chunk brings an LF
+        self._want: bytes | None = None  # ... or once a chunk brings this byte (LF, or CR)
         self._argv: list[bytes] | None = None  # a multibulk command partly read
         self._left = 0  # its arguments still to read
         self._bulk = -1  # length of the argument whose data starts at _li, or -1: header next
@@ -228,6 +250,26 @@ class RespDecoder:
         if self._fresh is not None:
             rest += len(self._fresh)
         return rest + self._chunks_len + self._argv_bytes
+
+    @property
+    def authenticated(self) -> bool:
+        """Whether the connection has authenticated; until it has, Redis's limits for an
+        unauthenticated client apply and ``next_commands`` returns one command per call.
+        The caller sets it after each command that changes it (``AUTH``, ``RESET``)."""
+        return self._authenticated
+
+    @authenticated.setter
+    def authenticated(self, authenticated: bool) -> None:
+        self._authenticated = authenticated
+        count, bulk = self._max_count, self._max_bulk
+        if not authenticated:
+            count = min(count, UNAUTHENTICATED_MAX_MULTIBULK_COUNT)
+            bulk = min(bulk, UNAUTHENTICATED_MAX_BULK_BYTES)
+        self._count_limit = count
+        self._bulk_limit = bulk
+        # The fast path's tables accept any header up to their size, so they may only be
+        # trusted when the limits in force are at least as large.
+        self._fast = bulk >= _FAST_BULK_LIMIT - 1 and count >= 64
 
     @property
     def error(self) -> RespProtocolError | None:
@@ -273,7 +315,7 @@ class RespDecoder:
         self._chunks.append(data)
         self._chunks_len += size
         if not self._ready and (
-            self._chunks_len >= self._need or (self._want_lf and b"\n" in data)
+            self._chunks_len >= self._need or (self._want is not None and self._want in data)
         ):
             self._ready = True
 
@@ -281,9 +323,12 @@ class RespDecoder:
         """Up to ``limit`` complete commands, in order; [] when none is complete yet.
 
         Raises ``RespProtocolError`` when the next thing in the stream is a protocol error.
+        Before authentication ``limit`` is taken as 1 (see ``authenticated``).
         """
         if self._error is not None:
             raise self._error
+        if not self._authenticated:
+            limit = 1
         out: list[list[bytes]] = []
         fresh = self._fresh
         if fresh is not None:
@@ -291,7 +336,7 @@ class RespDecoder:
             # commands, at most ``limit``, one C call decodes it and nothing is stored.
             self._fresh = None
             assert _scan_raw is not None  # (only kept when the accelerator is there)
-            if _scan_raw(fresh, 0, out, limit, self._max_count, self._max_bulk) == len(fresh):
+            if _scan_raw(fresh, 0, out, limit, self._count_limit, self._bulk_limit) == len(fresh):
                 self._commands += len(out)
                 return out
             out.clear()  # anything else: the general path decodes it from the start
@@ -349,7 +394,7 @@ class RespDecoder:
         """Append commands to ``out``; True if stopped for want of data, False at ``limit``."""
         if self._raw is not None and _scan_raw is not None:
             buf = self._raw
-            pos = _scan_raw(buf, self._pos, out, limit, self._max_count, self._max_bulk)
+            pos = _scan_raw(buf, self._pos, out, limit, self._count_limit, self._bulk_limit)
             if len(out) >= limit and pos < len(buf):
                 self._pos = pos
                 return False
@@ -363,13 +408,13 @@ class RespDecoder:
         i = self._li
         last = len(lines) - 1
         fast = self._fast
-        max_count = self._max_count
+        max_count = self._count_limit
         counts_get = _COUNTS.get
         headers = _HEADERS
         count = len(out)
         scan = _scan
         scanning = scan is not None  # off after an inline request: the next is likely inline too
-        max_bulk = self._max_bulk
+        max_bulk = self._bulk_limit
         while count < limit:
             if scanning and scan is not None and self._argv is None:
                 i = scan(lines, i, last, out, limit, max_count, max_bulk)
@@ -421,17 +466,22 @@ class RespDecoder:
                 except IndexError:  # an argument too long for the table: slow path
                     pass
             if line[:1] == b"*":
-                if i == last:
-                    if len(line) > MAX_INLINE_BYTES + 1:
-                        return self._fail(TOO_BIG_MULTIBULK)
-                    return self._wait_line(i, line)
+                if i == last or (n is None and b"\r" in line):
+                    found = self._header(lines, i, last, TOO_BIG_MULTIBULK)
+                    if found is None:
+                        return True
+                    line, i = found
+                    n = None
+                else:
+                    i += 1
                 if n is None:
                     n = strict_int(line[1:])
                     if n is None or n > _INT_MAX:
                         return self._fail(INVALID_MULTIBULK)
                 if n > max_count:
-                    return self._fail(INVALID_MULTIBULK)
-                i += 1
+                    # Redis's order: over 10 before AUTH is that, whatever minidb's cap says.
+                    early = not self._authenticated and n > UNAUTHENTICATED_MAX_MULTIBULK_COUNT
+                    return self._fail(UNAUTHENTICATED_MULTIBULK if early else INVALID_MULTIBULK)
                 scanning = scan is not None
                 if n > 0:  # Redis ignores ``*0`` and ``*-1``
                     self._argv = []
@@ -448,7 +498,8 @@ class RespDecoder:
                         return self._wait_bytes(i, 1)
                     if len(line) > MAX_INLINE_BYTES + 1:
                         return self._fail(TOO_BIG_INLINE)
-                    return self._wait_line(i, line)
+                    # +2: room for the CR of a CRLF not arrived whole.
+                    return self._wait_for(i, b"\n", MAX_INLINE_BYTES + 2 - len(line))
                 i += 1
             else:
                 lines[i] = line[lf + 1 :]
@@ -476,23 +527,25 @@ class RespDecoder:
         while left:
             if size < 0:
                 header = lines[i]
-                if i == last:
+                if i == last or b"\r" in header:
                     self._left = left
                     self._bulk = -1
-                    if len(header) > MAX_INLINE_BYTES + 1:
-                        self._fail(TOO_BIG_BULK)
-                        return _FAILED
-                    self._wait_line(i, header)
-                    return _WAIT
+                    found = self._header(lines, i, last, TOO_BIG_BULK)
+                    if found is None:
+                        return _WAIT  # or failed: _error says which
+                    header, i = found
+                else:
+                    i += 1
                 if header[:1] != b"$":
                     self._fail(_expected_dollar(header))
                     return _FAILED
                 parsed = strict_int(header[1:])
-                if parsed is None or parsed < 0 or parsed > self._max_bulk:
-                    self._fail(INVALID_BULK)
+                if parsed is None or parsed < 0 or parsed > self._bulk_limit:
+                    # Redis's order: an invalid length first, then over 16384 before AUTH.
+                    invalid = parsed is None or parsed < 0 or parsed > self._max_bulk
+                    self._fail(INVALID_BULK if invalid else UNAUTHENTICATED_BULK)
                     return _FAILED
                 size = parsed
-                i += 1
             data = lines[i]
             if i < last and len(data) == size:
                 i += 1
@@ -534,16 +587,46 @@ class RespDecoder:
         out.append(argv)
         return i
 
-    def _wait_line(self, i: int, tail: bytes) -> bool:
-        # A line completes only with an LF, or fails once it grows past the inline limit.
+    def _header(
+        self, lines: list[bytes], i: int, last: int, too_big: str
+    ) -> tuple[bytes, int] | None:
+        """The ``*``/``$`` header starting line ``i``, when that line holds a CR or is the
+        unterminated tail, and the line where what follows it starts; None when it is not
+        complete yet (waiting) or too big (failed).
+
+        As Redis: the header ends at its first CR once one byte follows it, and that byte is
+        skipped unread; more than ``MAX_INLINE_BYTES`` without a CR is too big.
+        """
+        line = lines[i]
+        cr = line.find(b"\r")
+        if cr < 0:  # the tail, no CR yet
+            if len(line) > MAX_INLINE_BYTES:
+                self._fail(too_big)
+                return None
+            self._wait_for(i, b"\r", MAX_INLINE_BYTES + 1 - len(line))
+            return None
+        if cr + 1 < len(line):
+            lines[i] = line[cr + 2 :]
+            return line[:cr], i
+        if i == last:  # the CR is the last byte received
+            self._wait_bytes(i, 1)
+            return None
+        # The CR ends its line: the byte skipped is the CR of the line's CRLF, and its LF is
+        # the first byte of what follows.
+        lines[i + 1] = b"\n" + lines[i + 1]
+        return line[:cr], i + 1
+
+    def _wait_for(self, i: int, end: bytes, need: int) -> bool:
+        # A line completes only with ``end`` (LF for an inline line, CR for a header), or
+        # fails once ``need`` more bytes take it past its limit.
         self._li = i
-        self._want_lf = True
-        self._need = MAX_INLINE_BYTES + 2 - len(tail)
-        return self._waiting(any(b"\n" in chunk for chunk in self._chunks))
+        self._want = end
+        self._need = need
+        return self._waiting(any(end in chunk for chunk in self._chunks))
 
     def _wait_bytes(self, i: int, need: int) -> bool:
         self._li = i
-        self._want_lf = False
+        self._want = None
         self._need = need
         return self._waiting(False)
 
