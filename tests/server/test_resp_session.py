@@ -840,6 +840,48 @@ def test_execabort_after_unknown_command_or_wrong_arity_in_multi() -> None:
         assert s.statistics().aborted == 1
 
 
+def test_rejected_exec_inside_multi_is_execabort_with_its_reason() -> None:
+    """EXEC with arguments inside MULTI: Redis's rejectCommand turns the arity error into
+    ``EXECABORT Transaction discarded because of: <error>`` and discards the transaction."""
+    s = session()
+    reply(s, "MULTI")
+    assert reply(s, "SET", "k", "v") == QUEUED
+    assert reply(s, "EXEC", "now") == err(
+        "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command"
+    )
+    assert not s.in_multi and s.queued == 0
+    assert reply(s, "EXEC") == err("ERR EXEC without MULTI")
+    assert s.statistics().aborted == 1 and s.statistics().rejected == 1
+
+
+def test_rejected_exec_drops_the_watch() -> None:
+    """A rejected EXEC discards the transaction with its WATCH, as Redis's execCommandAbort
+    does (the next transaction starts unwatched)."""
+    s = session()
+    assert isinstance(cmd(s, "WATCH", "k"), ForwardWatch)
+    reply(s, "MULTI")
+    reply(s, "EXEC", "x")
+    assert s.watched_keys == 0
+    reply(s, "MULTI")
+    reply(s, "SET", "k", "v")
+    action = cmd(s, "EXEC")
+    assert isinstance(action, ForwardTransaction) and action.watch is None
+
+
+def test_rejected_exec_outside_multi_is_execabort_too() -> None:
+    """Redis answers any rejected EXEC with EXECABORT, in MULTI or not: before AUTH it is
+    ``EXECABORT ... because of: NOAUTH Authentication required.``."""
+    s = session(password=b"pw")
+    assert reply(s, "EXEC") == err(
+        "EXECABORT Transaction discarded because of: NOAUTH Authentication required."
+    )
+    assert reply(s, "MULTI") == err("NOAUTH Authentication required.")
+    reply(s, "AUTH", "pw")
+    assert reply(s, "EXEC", "a", "b") == err(
+        "EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command"
+    )
+
+
 def test_a_transaction_longer_than_the_limit_is_doomed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Queuing past MAX_QUEUED_COMMANDS is refused and EXEC then answers EXECABORT."""
     monkeypatch.setattr(_resp_session, "MAX_QUEUED_COMMANDS", 3)

@@ -69,6 +69,17 @@ def unknown_subcommand(argv: Sequence[bytes]) -> ErrorReply:
     return one_line(b"ERR unknown subcommand '" + sub + b"'. Try " + argv[0].upper() + b" HELP.")
 
 
+def exec_abort(error: ErrorReply) -> ErrorReply:
+    """Redis's ``execCommandAbort``: what a rejected ``EXEC`` answers instead of ``error``.
+
+    Redis passes the rejection as it would have sent it: its shared errors with their code
+    (``NOAUTH Authentication required.``), the ones it words itself without ``ERR``
+    (``wrong number of arguments for 'exec' command``); ours all carry a code, so ``ERR `` is
+    dropped to match."""
+    reason = error.message.removeprefix("ERR ")
+    return ErrorReply(f"EXECABORT Transaction discarded because of: {reason}")
+
+
 def wrong_arity(name: str) -> ErrorReply:
     """``name`` is the full name: ``get``, ``client|setname``."""
     return ErrorReply(f"ERR wrong number of arguments for '{name}' command")

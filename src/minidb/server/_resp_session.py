@@ -7,7 +7,11 @@ decides, as Redis's ``processCommand`` does, in this order:
 1. empty argv, or anything after ``QUIT``: nothing (``NoReply``); an HTTP request line
    (``POST``, ``Host:``): close silently, as Redis does against cross-protocol scripting;
 2. unknown command or subcommand, wrong arity, not authenticated: an error reply, which inside
-   ``MULTI`` also dooms the transaction (``EXEC`` then answers ``EXECABORT``);
+   ``MULTI`` also dooms the transaction (``EXEC`` then answers ``EXECABORT``). A rejected
+   ``EXEC`` itself (arguments, not authenticated) answers ``EXECABORT Transaction discarded
+   because of: <the error>`` and discards the transaction, in ``MULTI`` or not, as Redis's
+   ``rejectCommand`` does: a client pipelining ``MULTI ... EXEC`` then knows the transaction
+   is over whatever EXEC's error;
 3. inside ``MULTI``, everything but EXEC/DISCARD/MULTI/WATCH/QUIT/RESET is queued (``+QUEUED``);
 4. a connection command (PING, HELLO, AUTH, SELECT, CLIENT, CONFIG, COMMAND, INFO, ...) is
    answered here (``Reply``); a data command goes to the data owner with the selected bucket
@@ -43,6 +47,7 @@ from minidb.server._resp_errors import (
     NOAUTH,
     SYNTAX,
     WRONGPASS,
+    exec_abort,
     one_line,
     printable,
     unknown_command,
@@ -212,9 +217,9 @@ class RespSession:
             return self._reject(unknown_subcommand(argv) if top else unknown_command(argv))
         self.last_command = spec.name
         if not spec.arity_ok(len(argv)):
-            return self._reject(wrong_arity(spec.name))
+            return self._reject(wrong_arity(spec.name), spec)
         if not self.authenticated and not spec.no_auth:
-            return self._reject(NOAUTH)
+            return self._reject(NOAUTH, spec)
         if self._queue is not None and spec.name not in _RUN_IN_MULTI:
             if self._doomed:  # a doomed transaction is not worth the memory (Redis)
                 return Reply(QUEUED, self.protocol)
@@ -235,8 +240,12 @@ class RespSession:
         result = _HANDLERS[spec.top](self, argv, env)
         return Reply(result, self.protocol)  # after the handler: HELLO 3 answers in RESP3
 
-    def _reject(self, error: ErrorReply) -> Reply:
+    def _reject(self, error: ErrorReply, spec: CommandSpec | None = None) -> Reply:
         self.rejected += 1
+        if spec is not None and spec.name == "exec":
+            self._end_transaction()
+            self._aborted += 1
+            return Reply(exec_abort(error), self.protocol)
         if self._queue is not None:
             self._doomed = True
         return Reply(error, self.protocol)
