@@ -126,3 +126,46 @@ def test_shared_connection_limit_wakes_every_listener(serve: ServeFactory) -> No
         second.close()
     late = server.client()
     assert late.request("GET 0 a") == "VALUE 1"
+
+
+def read_exactly(sock: socket.socket, size: int) -> bytes:
+    out = b""
+    while len(out) < size:
+        data = sock.recv(size - len(out))
+        assert data, f"EOF after {out!r}"
+        out += data
+    return out
+
+
+def test_header_ended_by_a_bare_cr_is_answered_and_closed_at_once(resp: ServerProcess) -> None:
+    """``*x\\r\\r``: a header ends at its first CR (Redis), so this is an invalid multibulk
+    length answered and closed at once, not a wait for an LF until the idle timeout."""
+    with connect(resp) as sock:
+        sock.settimeout(5.0)  # well under the idle timeout
+        sock.sendall(b"*x\r\r")
+        assert read_to_eof(sock) == b"-ERR Protocol error: invalid multibulk length\r\n"
+
+
+@pytest.mark.parametrize("data", [b"*1\rx$4\r\nPING\r\n", b"*1\r\n$4\rxPING\r\n"])
+def test_header_ended_by_cr_and_any_byte_is_read_as_redis_reads_it(
+    resp: ServerProcess, data: bytes
+) -> None:
+    """``*1\\rx`` and ``$4\\rx`` are whole headers (the byte after the CR is skipped): PING is
+    answered +PONG and the connection stays usable."""
+    with connect(resp) as sock:
+        sock.sendall(data)
+        assert read_exactly(sock, 7) == b"+PONG\r\n"
+        sock.sendall(commands(("ECHO", "still")))
+        assert read_replies(sock, 1) == [b"still"]
+
+
+def test_rejected_exec_in_multi_is_execabort_with_its_reason(resp: ServerProcess) -> None:
+    """EXEC with an argument inside MULTI: ``-EXECABORT Transaction discarded because of:
+    wrong number ...``, the transaction is gone (the SET never ran, EXEC has no MULTI)."""
+    with connect(resp) as sock:
+        sock.sendall(b"MULTI\r\nSET tx 1\r\nEXEC now\r\nEXEC\r\nEXISTS tx\r\n")
+        expected = (
+            b"+OK\r\n+QUEUED\r\n-EXECABORT Transaction discarded because of: wrong number of "
+            b"arguments for 'exec' command\r\n-ERR EXEC without MULTI\r\n:0\r\n"
+        )
+        assert read_exactly(sock, len(expected)) == expected

@@ -16,6 +16,12 @@ returns per command is either
 - the reply already encoded (a connection command, an error the session gave), which needs no
   owner at all.
 
+Authentication reaches down to the framing: before it, the decoder holds commands to Redis's
+limits for unauthenticated clients and hands them out one at a time, and ``RespRequests``
+tells it whether the session is authenticated before each decode, so the command after a
+pipelined ``AUTH`` is framed with the normal limits and the one after ``RESET`` with those
+before AUTH (from the next decode on: commands decoded with it in one batch keep theirs).
+
 ``RespConnection._send`` cuts the list into runs: a run of owner requests becomes one batch for
 the mailbox, a run of local replies a batch that is answered already. Both join the
 connection's one ordered queue of batches, so a local reply leaves exactly in its place: after
@@ -88,7 +94,7 @@ class RespRequests:
         session.owner_side = side  # its Forwards go to the owner as they are
         self._context = context
         self._env = context.env
-        self._decoder = RespDecoder(max_bulk_bytes=context.max_bulk_bytes)
+        self._decoder = self._new_decoder()
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
         self._held: list[list[bytes]] = []  # commands decoded by has_request, not yet decided
         self.closing = False
@@ -103,10 +109,17 @@ class RespRequests:
             self.session.last_interaction = self._env.unix_time()
             self._decoder.feed(data)
 
+    def _new_decoder(self) -> RespDecoder:
+        return RespDecoder(
+            max_bulk_bytes=self._context.max_bulk_bytes,
+            authenticated=self.session.authenticated,
+        )
+
     def has_request(self) -> bool:
         if self.closing:
             return False
         if not self._held:
+            self._decoder.authenticated = self.session.authenticated
             try:
                 self._held = self._decoder.next_commands(1)
             except RespProtocolError:
@@ -114,7 +127,7 @@ class RespRequests:
         return bool(self._held)
 
     def discard_partial(self) -> None:
-        self._decoder = RespDecoder(max_bulk_bytes=self._context.max_bulk_bytes)
+        self._decoder = self._new_decoder()
 
     def next_requests(self, limit: int) -> list[Any]:
         out: list[Any] = []
@@ -131,7 +144,12 @@ class RespRequests:
             # spares a read of one request (redis-benchmark -P 1) a second, empty decode.
             more = True
             if not commands:
-                wanted = limit - len(out)
+                # The decoder frames with the session's authentication of this moment, and
+                # before AUTH gives one command per call (see the module docstring).
+                authenticated = session.authenticated
+                if decoder.authenticated is not authenticated:
+                    decoder.authenticated = authenticated
+                wanted = limit - len(out) if authenticated else 1
                 try:
                     commands = decoder.next_commands(wanted)
                 except RespProtocolError as exc:
