@@ -604,11 +604,17 @@ class RequestDecoder:
 
     def _close_with(self, refusal: Invalid) -> Invalid:
         """End the stream: ``refusal`` is the last request; nothing more is kept or taken."""
+        self.close()
+        return refusal
+
+    def close(self) -> None:
+        """End the stream here: nothing more is kept or taken, and ``closing`` tells the
+        connection to close once it has replied (what a decoder in front of this one, the
+        auth gate, uses when it refuses a line)."""
         self.closing = True
         self._buffer = b""
         self._frame = None
         self._discarding = False
-        return refusal
 
     def has_request(self) -> bool:
         """Whether a complete request is waiting to be taken."""
