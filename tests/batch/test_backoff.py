@@ -6,7 +6,13 @@ import random
 
 import pytest
 
-from minidb.batch._backoff import POLL_JITTER, IdlePoll, RetryBackoff
+from minidb.batch._backoff import (
+    ERROR_PAUSE_BASE_S,
+    ERROR_PAUSE_CAP_S,
+    POLL_JITTER,
+    IdlePoll,
+    RetryBackoff,
+)
 
 
 def test_retry_ceiling_doubles_then_caps() -> None:
@@ -64,3 +70,15 @@ def test_idle_poll_validates() -> None:
         IdlePoll(min_s=10, cap_s=1)
     with pytest.raises(ValueError):
         IdlePoll(factor=0.5)
+
+
+def test_error_pause_is_short_and_capped_whatever_the_idle_interval() -> None:
+    """After polls that failed on the store the pause is 0.5 s doubling to 5 s (jittered),
+    never the idle interval, however large its cap."""
+    poll = IdlePoll(min_s=1, cap_s=3600)
+    rng = random.Random(5)
+    pauses = [poll.error_pause(n, rng) for n in range(1, 9)]
+    for n, pause in enumerate(pauses, start=1):
+        ceiling = min(ERROR_PAUSE_CAP_S, ERROR_PAUSE_BASE_S * 2 ** (n - 1))
+        assert ceiling * (1 - POLL_JITTER) <= pause < ceiling * (1 + POLL_JITTER)
+    assert max(pauses) < ERROR_PAUSE_CAP_S * (1 + POLL_JITTER)

@@ -1,9 +1,10 @@
 """S3 faults under a real ``minidb batch worker`` process: the worker reaches moto through the
 fault proxy, which fails one write of ``status.json`` (a 503 before or after applying it, a
 connection dropped before or after, a delay past the worker's read timeout) on the claim, a
-heartbeat or the completion. Whatever the fault, the task ends once, correct, and its attempts
-are numbered 1..n with no gap, no repeat, and one success. The test's own reads go to moto
-directly, so only the worker sees the faults; every wait has a deadline."""
+heartbeat or the completion, or drops every n-th connection from before the worker starts.
+Whatever the fault, the task ends once, correct, and its attempts are numbered 1..n with no
+gap, no repeat, and one success. The test's own reads go to moto directly, so only the worker
+sees the faults; every wait has a deadline."""
 
 from __future__ import annotations
 
@@ -85,8 +86,8 @@ async def _imported(workers: Workers) -> list[str | None]:
 async def test_fault_on_the_claim(
     faulty: tuple[Workers, TaskQueue], proxy: FaultProxy, fault: str
 ) -> None:
-    """The claim's write faulted: the worker settles it by re-reading and the import runs
-    once (a claim that landed unseen only costs its lease)."""
+    """The claim's write faulted: the worker settles it by re-reading (a claim that landed
+    unseen is found by its write id) and the import runs once, on attempt 1."""
     workers, queue = faulty
     rule = _aim(proxy, fault, nth=1)
     workers.start("w-claim")
@@ -94,7 +95,7 @@ async def test_fault_on_the_claim(
     record = await until(queue, task_id, terminal)
     assert rule.fired == 1
     _ended_once(record)
-    assert record.attempt <= 2 and record.result == {"rows": 3, "ok": 2, "failed": 1}
+    assert record.attempt == 1 and record.result == {"rows": 3, "ok": 2, "failed": 1}
     assert await _imported(workers) == ["1", "2"]
 
 
@@ -127,6 +128,34 @@ async def test_fault_on_the_completion(
     assert rule.fired == 1
     _ended_once(record)
     assert record.result == {"rows": 3, "ok": 2, "failed": 1}
+    assert await _imported(workers) == ["1", "2"]
+
+
+@pytest.mark.parametrize(
+    ("action", "every", "times"),
+    [(Action.DROP_BEFORE, 5, 5), (Action.DROP_AFTER, 5, 5), (Action.RESET_BEFORE, 5, 5),
+     (Action.DROP_BEFORE, 2, 20)],
+    ids=["drop-every-5th-5-times", "drop-after-every-5th-5-times", "reset-every-5th-5-times",
+         "drop-every-2nd-20-times"],
+)
+async def test_dropped_connections_from_the_start(
+    faulty: tuple[Workers, TaskQueue], proxy: FaultProxy, action: Action, every: int,
+    times: int,
+) -> None:
+    """Issue 17's first finding: the proxy drops (or resets) every n-th connection from
+    before the worker starts, its self-test included. The worker starts anyway, the import
+    succeeds in one clean attempt, and the worker then claims another task. (It used to exit
+    1 when a drop hit its self-test, leaving the import queued, attempt 0.)"""
+    workers, queue = faulty
+    rule = proxy.add(Rule(action, every=every, times=times))
+    workers.start("w-drops")
+    task_id = await submit_task(queue, "csv_import", {}, data=CSV)
+    record = await until(queue, task_id, terminal)
+    _ended_once(record)
+    assert record.attempt == 1 and record.result == {"rows": 3, "ok": 2, "failed": 1}
+    other = await submit_task(queue, "sleep", {"seconds": 0})
+    assert (await until(queue, other, terminal)).state == "succeeded"
+    assert rule.fired == rule.times and workers.procs[0].poll() is None
     assert await _imported(workers) == ["1", "2"]
 
 

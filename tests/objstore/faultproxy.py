@@ -1,17 +1,21 @@
 """A fault-injecting HTTP proxy for S3 traffic, controlled in-process from tests.
 
 ``FaultProxy(upstream)`` listens on 127.0.0.1:<ephemeral> and forwards every request to the
-upstream S3 server (moto, see ``s3rig``), unless a ``Rule`` matches. A rule matches by method,
-a regex searched in the object key, and the n-th matching request (1-based; ``None`` = every
-one), and then does one ``Action``:
+upstream S3 server (moto, see ``s3rig``), unless a ``Rule`` matches. A rule matches by
+method, a regex searched in the object key (for a LIST, the prefix listed), and the n-th
+matching request (1-based; ``None`` = every one) or every ``every``-th, at most ``times`` times
+(``None``: no limit), and then does one ``Action``:
 
 ========================  ================================================================
-``ERROR_BEFORE``          answer ``status`` (500 InternalError / 503 SlowDown, S3 XML body)
-                          without forwarding: nothing applied
+``ERROR_BEFORE``          answer ``status`` (500 InternalError / 503 SlowDown, S3 XML body;
+                          ``code`` overrides the S3 error code) without forwarding: nothing
+                          applied
 ``ERROR_AFTER``           forward, then answer ``status`` instead: applied, looks failed
 ``DELAY``                 wait ``delay_s`` (past the client's read timeout), then forward
 ``DROP_BEFORE``           close the connection without forwarding
 ``DROP_AFTER``            forward, then close the connection without answering
+``RESET_BEFORE``          reset the connection (RST, not FIN) without forwarding
+``RESET_AFTER``           forward, then reset the connection without answering
 ``TRUNCATE``              forward, then send the headers and only ``truncate_at`` body bytes
 ``CONFLICT``              on a conditional PUT (If-Match / If-None-Match present): answer 409
                           ConditionalRequestConflict without forwarding (moto never does)
@@ -35,6 +39,7 @@ import enum
 import http.client
 import re
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -52,10 +57,15 @@ HOP_BY_HOP = frozenset(
      "proxy-connection"}
 )
 ERROR_CODES = {
+    400: "RequestTimeout",
     403: "AccessDenied",
     409: "ConditionalRequestConflict",
+    429: "TooManyRequests",
     500: "InternalError",
+    501: "NotImplemented",
+    502: "BadGateway",
     503: "SlowDown",
+    504: "GatewayTimeout",
 }
 
 
@@ -65,6 +75,8 @@ class Action(enum.Enum):
     DELAY = "delay"
     DROP_BEFORE = "drop-before"
     DROP_AFTER = "drop-after"
+    RESET_BEFORE = "reset-before"
+    RESET_AFTER = "reset-after"
     TRUNCATE = "truncate"
     CONFLICT = "conflict-409"
     STRIP_CONDITIONS = "strip-conditions"
@@ -78,13 +90,18 @@ class Rule:
     method: str | None = None
     key: str = ""
     nth: int | None = None
+    every: int | None = None
+    times: int | None = None
     status: int = 500
+    code: str | None = None
     delay_s: float = 0.0
     truncate_at: int = 0
     matched: int = 0
     fired: int = 0
 
     def matches(self, method: str, key: str, conditional: bool) -> bool:
+        if self.times is not None and self.fired >= self.times:
+            return False
         if self.method is not None and self.method != method:
             return False
         if self.action is Action.CONFLICT and not (method == "PUT" and conditional):
@@ -214,7 +231,11 @@ class FaultProxy:
             for rule in self._rules:
                 if rule.matches(method, key, conditional):
                     rule.matched += 1
-                    if rule.nth is None or rule.matched == rule.nth:
+                    if rule.every is not None:
+                        due = rule.matched % rule.every == 0
+                    else:
+                        due = rule.nth is None or rule.matched == rule.nth
+                    if due:
                         rule.fired += 1
                         return rule
             return None
@@ -296,6 +317,14 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
 
+    def _reset(self) -> None:
+        """Close with an RST: SO_LINGER on with a zero timeout discards the send queue."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+
     # -- one request -------------------------------------------------------------------------
 
     def _handle(self) -> None:
@@ -304,6 +333,8 @@ class _Handler(BaseHTTPRequestHandler):
         raw_path, _, raw_query = self.path.partition("?")
         segments = unquote(raw_path).lstrip("/").split("/", 1)
         key = segments[1] if len(segments) > 1 else ""
+        if not key and self.command == "GET":  # a LIST: match it by the prefix it lists
+            key = dict(parse_qsl(raw_query)).get("prefix", "")
         headers = {n: v for n, v in self.headers.items() if n.lower() not in HOP_BY_HOP}
         conditional = any(h in self.headers for h in CONDITION_HEADERS)
 
@@ -322,11 +353,11 @@ class _Handler(BaseHTTPRequestHandler):
         if rule is not None and action in (Action.ERROR_BEFORE, Action.CONFLICT):
             status = 409 if action is Action.CONFLICT else rule.status
             owner._record(Seen(self.command, key, status, action))
-            self._error(status, f"injected by the fault proxy ({rule.action.value})")
+            self._error(status, f"injected by the fault proxy ({rule.action.value})", rule.code)
             return
-        if action is Action.DROP_BEFORE:
+        if action in (Action.DROP_BEFORE, Action.RESET_BEFORE):
             owner._record(Seen(self.command, key, None, action))
-            self._drop()
+            (self._drop if action is Action.DROP_BEFORE else self._reset)()
             return
         if rule is not None and action is Action.DELAY:
             owner._sleep(rule.delay_s)
@@ -338,11 +369,11 @@ class _Handler(BaseHTTPRequestHandler):
 
         if rule is not None and action is Action.ERROR_AFTER:
             owner._record(Seen(self.command, key, rule.status, action))
-            self._error(rule.status, "injected by the fault proxy after forwarding")
+            self._error(rule.status, "injected by the fault proxy after forwarding", rule.code)
             return
-        if action is Action.DROP_AFTER:
+        if action in (Action.DROP_AFTER, Action.RESET_AFTER):
             owner._record(Seen(self.command, key, None, action))
-            self._drop()
+            (self._drop if action is Action.DROP_AFTER else self._reset)()
             return
         owner._record(Seen(self.command, key, status, action))
         truncate = rule.truncate_at if rule is not None and action is Action.TRUNCATE else None

@@ -12,7 +12,9 @@ The idle poll interval is adaptive: ``min_s`` whenever a poll found work, multip
 ``factor`` after each empty poll up to ``cap_s``. An idle worker then costs about
 ``3600 / cap_s`` LIST requests an hour instead of ``3600 / min_s`` (docs/batch.md, "Cost"),
 and a burst of tasks is picked up at the fast rate. Each sleep is jittered by
-``POLL_JITTER`` so that workers started together do not list in lockstep.
+``POLL_JITTER`` so that workers started together do not list in lockstep. A poll that failed
+on the store is followed by ``error_pause`` instead: from ``ERROR_PAUSE_BASE_S`` doubling to
+``ERROR_PAUSE_CAP_S``, so a flaky store is retried soon and an outage is not polled hard.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ DEFAULT_POLL_FACTOR = 2.0
 """Growth of the poll interval per empty poll."""
 POLL_JITTER = 0.1
 """Each poll sleep is the interval times a factor drawn from [1 - this, 1 + this)."""
+ERROR_PAUSE_BASE_S = 0.5
+"""Pause after a poll that failed on a store error, in seconds (the first of a run of them)."""
+ERROR_PAUSE_CAP_S = 5.0
+"""Longest pause between polls while the store keeps failing, in seconds: a store back from
+an outage is seen within this, whatever the idle interval had grown to."""
 
 
 @dataclass(frozen=True)
@@ -80,3 +87,9 @@ class IdlePoll:
     def sleep_for(self, interval_s: float, rng: _random.Random) -> float:
         """The jittered sleep for ``interval_s``."""
         return interval_s * (1 - POLL_JITTER + 2 * POLL_JITTER * rng.random())
+
+    def error_pause(self, failures: int, rng: _random.Random) -> float:
+        """The jittered sleep after the ``failures``-th poll in a row that failed on the store:
+        short and capped, never the idle interval (an error says nothing about the queue)."""
+        ceiling = min(ERROR_PAUSE_CAP_S, ERROR_PAUSE_BASE_S * 2 ** (max(failures, 1) - 1))
+        return self.sleep_for(ceiling, rng)

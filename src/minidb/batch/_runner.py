@@ -2,9 +2,14 @@
 
 ``AttemptContext`` is the concrete context: the input streamed from the store (counting bytes
 for progress), output files written under the attempt's own keys (``If-None-Match``, through a
-small bounded hand-off to ``TaskQueue.put_output``), progress kept for the next heartbeat, the
+small bounded hand-off to ``TaskQueue.put_output``), progress for the heartbeats, the
 cancellation flag the heartbeat loop sets, and the minidb client of the one server the worker
 was given (``LazyClient``: connected on first use, so a ``sleep`` task never connects).
+
+Progress is read when a heartbeat is written, not when the type gets round to reporting it: a
+type may hand the context a live source (``follow_progress``), and ``progress`` asks it then.
+The import's source counts the rows minidb has acknowledged at that moment, so a progress bar
+moves at every heartbeat even while one input chunk takes many heartbeats to import.
 
 Every failure of minidb (refused connection, dropped connection, ``ERR busy``, ``ERR store
 unavailable``, ``ERR read-only``) becomes a *retryable* ``TaskFailure`` (``minidb_unavailable``):
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -56,6 +62,9 @@ SCAN_PAGE = 256
 """Keys per SCAN page of an export (each page's values are read in one pipeline)."""
 SLEEP_SLICE_S = 0.05
 """A ``sleep`` task checks for cancellation this often, in seconds."""
+IMPORT_SLICE_BYTES = 64 << 10
+"""An import feeds its reader this many bytes of an input chunk at a time, so ``bytes_done``
+moves in steps of this size rather than of a whole read chunk (1 MiB)."""
 ERRORS_NAME = "errors.csv"
 EXPORT_NAME = "export.csv"
 
@@ -183,7 +192,9 @@ class AttemptContext:
         self._claim = claim
         self._params = params
         self._minidb = minidb
-        self.progress = Progress()
+        self._reported = Progress()
+        self._live: Callable[[], Progress] | None = None
+        self._bytes_total: int | None = None
         self.cancelled = False
         self._sinks: list[_Sink] = []
 
@@ -212,7 +223,7 @@ class AttemptContext:
             raise TaskFailure("input_missing", f"the task has no input: {exc}"[:1000],
                               retryable=False) from exc
         async with reader:
-            self.report_progress(Progress(bytes_total=reader.size))
+            self._bytes_total = reader.size
             async for chunk in reader:
                 yield chunk
 
@@ -222,13 +233,22 @@ class AttemptContext:
         self._sinks.append(sink)
         return sink
 
+    @property
+    def progress(self) -> Progress:
+        """The attempt's progress now, as each heartbeat and the attempt's last write publish
+        it: the live source's if the type gave one, else what the type last reported; with
+        the input's size as ``bytes_total`` when the type does not say."""
+        progress = self._reported if self._live is None else self._live()
+        if progress.bytes_total is None and self._bytes_total is not None:
+            progress = dataclasses.replace(progress, bytes_total=self._bytes_total)
+        return progress
+
     def report_progress(self, progress: Progress) -> None:
-        if progress.bytes_total is None and self.progress.bytes_total is not None:
-            progress = Progress(
-                progress.rows_done, progress.rows_ok, progress.rows_failed, progress.bytes_done,
-                self.progress.bytes_total,
-            )
-        self.progress = progress
+        self._reported = progress
+
+    def follow_progress(self, source: Callable[[], Progress]) -> None:
+        """Read progress from ``source()`` whenever it is published (instead of reports)."""
+        self._live = source
 
     def cancel_requested(self) -> bool:
         return self.cancelled
@@ -287,6 +307,8 @@ class _Import:
         limit = context.params.get("max_bad_rows", DEFAULT_MAX_BAD_ROWS)
         self.max_bad: int | None = None if limit is None else int(limit)
         self.rows = self.failed = 0
+        self.bytes_done = 0
+        """Bytes of the input read and parsed, their rows handed to the writers."""
 
     async def take(self, rows: list[Row]) -> None:
         # The hot loop of an import: a type test, not isinstance, and nothing built per row
@@ -339,11 +361,13 @@ class _Import:
             raise _unavailable(self.context.minidb, MinidbError(
                 f"{len(failures)} rows refused; line {first.tag}: ERR {first.reason}"))
 
-    def progress(self, bytes_done: int) -> Progress:
+    def progress(self) -> Progress:
+        """The import's progress now: rows minidb has acknowledged (the writers' counts,
+        which grow while a chunk is still being sent) and bad rows found."""
         ok = sum(writer.statistics().ok for writer in self.writers)
         return Progress(
             rows_done=ok + self.failed, rows_ok=ok, rows_failed=self.failed,
-            bytes_done=bytes_done,
+            bytes_done=self.bytes_done,
         )
 
 
@@ -357,18 +381,20 @@ async def run_csv_import(context: TaskContext) -> TaskOutcome:
         for _ in range(int(ctx.params.get("connections", DEFAULT_IMPORT_CONNECTIONS))):
             writers.append(await ctx.minidb.bulk_writer())
         job = _Import(ctx, errors, writers)
+        ctx.follow_progress(job.progress)
         await errors.write(job.report.header())
         async for chunk in ctx.input():
-            await job.take(reader.feed(chunk))
-            ctx.report_progress(job.progress(reader.bytes_consumed))
+            for start in range(0, len(chunk), IMPORT_SLICE_BYTES):
+                await job.take(reader.feed(chunk[start:start + IMPORT_SLICE_BYTES]))
+                job.bytes_done = reader.bytes_consumed
         await job.take(reader.close())
+        job.bytes_done = reader.bytes_consumed
         await job.flush()
     except CsvError as exc:
         raise TaskFailure(exc.code, str(exc), retryable=False) from exc
     finally:
         await asyncio.gather(*(writer.close() for writer in writers))
     await errors.close()
-    ctx.report_progress(job.progress(reader.bytes_consumed))
     return TaskOutcome({"rows": job.rows, "ok": job.rows - job.failed, "failed": job.failed},
                        (ERRORS_NAME,))
 

@@ -14,13 +14,22 @@ Theory of operation. ``Worker.run`` loops until ``stop()``:
    failures get ``not_before`` from ``RetryBackoff``; the machine decides whether budget is
    left), or ``release`` (cancel seen, or the worker is stopping);
 4. **sleep** the adaptive idle interval (``IdlePoll``) after a poll that found nothing; a poll
-   that found work polls again at once.
+   that found work polls again at once. A poll that failed on the store is not an empty queue:
+   the next one comes after ``IdlePoll.error_pause`` (half a second, doubling to a few seconds
+   while the store keeps failing), and the idle interval is left where it was.
 
 ``stop()`` (SIGTERM in the CLI): stop claiming; a running attempt gets ``shutdown_grace_s`` to
 finish, then is cancelled and released back to ``queued`` without spending an attempt.
 
 Storage errors while polling or finishing are logged and survived: a worker never dies of a
-flaky store or an unreachable minidb (those are retryable attempt failures).
+flaky store or an unreachable minidb (those are retryable attempt failures). Which errors are
+transient is decided once, where foreign errors are translated (``minidb.objstore``: a dropped
+or reset connection, a 5xx, a throttling answer; docs/batch.md, "Which failures are
+transient"); the layers above only ask ``TransientError`` or not. A marker whose handling
+fails (its record unreadable, or the store failing on it) is skipped for the rest of the poll
+instead of ending it, so one bad marker cannot hide the tasks queued behind it. A store error
+raised out of a task's run (its input or output could not be read or written, after the
+store's own retries) fails the attempt retryably with ``store_unavailable``.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from minidb.batch._queue import Claim, TaskQueue
 from minidb.batch._runner import AttemptContext, LazyClient, runner_of
 from minidb.batch._tasktypes import TaskFailure, TaskOutcome, TaskTypeRegistry
 from minidb.errors import MinidbError
+from minidb.objstore import ObjectStoreError
 
 log = logging.getLogger("minidb.batch.worker")
 
@@ -49,8 +59,6 @@ DEFAULT_SHUTDOWN_GRACE_S = 30.0
 """How long a stopping worker lets the running attempt finish before releasing it, seconds."""
 HEARTBEAT_RETRY_S = 0.5
 """After a heartbeat that failed on a store error, the next try comes this much later, s."""
-ERROR_PAUSE_S = 1.0
-"""Pause after a poll that failed on a store error, in seconds."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,24 +130,33 @@ class Worker:
     async def run(self) -> None:
         """Poll and run tasks until ``stop()``."""
         interval: float | None = None
+        failures = 0
         while not self._stopping.is_set():
             try:
                 claim = await self._claim_one()
+                failures = 0
             except (MinidbError, OSError) as exc:
                 self._stats.store_errors += 1
-                log.warning("poll failed: %s", exc)
+                failures += 1
+                log.warning("poll failed (%d in a row): %s", failures, exc)
                 claim = None
             finally:
                 self.polling.set()
             if claim is not None:
                 await self._run(claim)
-            interval = self.config.poll.next_interval(interval, claim is not None)
-            if claim is None:
-                with contextlib.suppress(TimeoutError):
-                    sleep = self.config.poll.sleep_for(interval, self._rng)
-                    await asyncio.wait_for(self._stopping.wait(), sleep)
+                interval = self.config.poll.next_interval(interval, True)
+                continue
+            if failures:
+                sleep = self.config.poll.error_pause(failures, self._rng)
+            else:
+                interval = self.config.poll.next_interval(interval, False)
+                sleep = self.config.poll.sleep_for(interval, self._rng)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), sleep)
 
     async def _claim_one(self) -> Claim | None:
+        """One poll: LIST the due markers and take them in turn until one claims a task. A
+        marker whose handling fails is skipped (and counted) rather than ending the poll."""
         self._stats.polls += 1
         now = self.queue.now_ms()
         self._recheck = {k: t for k, t in self._recheck.items() if t > now}
@@ -148,10 +165,15 @@ class Worker:
                 return None
             if marker in self._recheck:
                 continue
-            result = await self.queue.take(
-                marker, worker=self.config.worker_id, lease_s=self.config.lease_s,
-                grace_s=self.config.takeover_grace_s,
-            )
+            try:
+                result = await self.queue.take(
+                    marker, worker=self.config.worker_id, lease_s=self.config.lease_s,
+                    grace_s=self.config.takeover_grace_s,
+                )
+            except (MinidbError, OSError) as exc:
+                self._stats.store_errors += 1
+                log.warning("marker %s skipped: %s", marker, exc)
+                continue
             if result.recheck_ms is not None:
                 self._recheck[marker] = result.recheck_ms
             if result.claim is not None:
@@ -206,6 +228,9 @@ class _Attempt:
                 outcome = None
             except TaskFailure as exc:
                 outcome = exc
+            except ObjectStoreError as exc:  # input or output, after the store's own retries
+                outcome = TaskFailure("store_unavailable", f"{type(exc).__name__}: {exc}",
+                                      retryable=True)
             except Exception as exc:  # the type's bug: fail the attempt, keep the worker
                 log.exception("task %s raised", self.claim.task_id)
                 outcome = TaskFailure("internal_error", f"{type(exc).__name__}: {exc}",

@@ -7,7 +7,8 @@ are written down in docs/objstore.md.
 Modules: ``_types`` (the interface and value types, pure), ``_errors``, ``_keys`` (key rules,
 pure), ``_presign`` (signed file URLs, pure), ``_filecore`` (the file backend's blocking core)
 and ``_file`` (its async shell), ``_s3`` and ``_s3_errors`` (the S3 backend and its one error
-translation), ``_selftest``, ``_open`` (URL parsing).
+translation), ``_retry`` (the retries no caller can make: an upload's create settled by its
+ETag, a streamed read resumed), ``_selftest``, ``_open`` (URL parsing).
 
 The S3 backend is imported on first use (``S3Store``, ``PART_SIZE_BYTES``, or an ``s3://`` URL
 given to ``open_store``): botocore costs about a quarter of a second to import, which every

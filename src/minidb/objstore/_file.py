@@ -22,9 +22,11 @@ from ._errors import (
     NotFound,
     ObjectStoreError,
     PreconditionFailed,
+    TransientError,
 )
 from ._filecore import FileCore, TempObject
 from ._presign import sign, verify_presigned
+from ._retry import settle_create
 from ._types import (
     LIST_PAGE_MAX,
     Capabilities,
@@ -123,7 +125,10 @@ class FileStore(ObjectStore):
     async def _write(self, key: str, data: bytes, *, create: bool, if_match: str | None) -> str:
         self._core.path(key)  # refuse a bad key before any file is created
         temp, etag = await self._call(key, self._core.write_temp, data)
-        result = await self._commit(key, temp, etag, create=create, if_match=if_match)
+        try:
+            result = await self._commit(key, temp, etag, create=create, if_match=if_match)
+        finally:
+            temp.discard()
         self._stats.bytes_written += len(data)
         return result
 
@@ -148,10 +153,16 @@ class FileStore(ObjectStore):
                 self._stats.note_buffer(len(chunk))
                 await self._call(key, temp.write, chunk)
             etag = await self._call(key, temp.finish)
-        except BaseException:
+            if if_absent:
+                # The chunks are consumed: this store settles the create itself (_retry).
+                result = await settle_create(
+                    self, key, etag, lambda: self._commit(key, temp, etag, create=True,
+                                                          if_match=None)
+                )
+            else:
+                result = await self._commit(key, temp, etag, create=False, if_match=None)
+        finally:
             temp.discard()
-            raise
-        result = await self._commit(key, temp, etag, create=if_absent, if_match=None)
         self._stats.bytes_written += temp.size
         return result
 
@@ -205,6 +216,18 @@ class _FileReader(ObjectReader):
         self._file.close()
 
 
+TRANSIENT_ERRNOS = frozenset({
+    errno.EAGAIN, errno.EINTR, errno.EBUSY, errno.ETIMEDOUT, errno.ESTALE, errno.EMFILE,
+    errno.ENFILE, errno.ENOLCK,
+})
+"""File-system errors that a later try can get past and that leave nothing applied: a resource
+briefly short (file descriptors, locks), an interrupted or timed-out call, a stale handle of a
+network file system. A write fails before its commit step (the temp file, the link or the
+rename) or not at all; a failure after it, the directory's fsync, is the core's
+``AmbiguousWrite``. Full disks, quotas and I/O errors are not transient: they need an
+operator."""
+
+
 def _os_error(exc: OSError, key: str | None, endpoint: str) -> ObjectStoreError:
     """The one translation of a file-system error into the object-store hierarchy."""
     if isinstance(exc, FileNotFoundError):
@@ -212,5 +235,5 @@ def _os_error(exc: OSError, key: str | None, endpoint: str) -> ObjectStoreError:
     if exc.errno in (errno.ENAMETOOLONG, errno.ELOOP, errno.ENOTDIR):
         return InvalidKey(f"key {key!r} is not usable here: {exc}", key=key, endpoint=endpoint)
     code = errno.errorcode.get(exc.errno or 0, "OSError")
-    return ObjectStoreError(f"{endpoint}: {exc}", key=key, status=500, code=code,
-                            endpoint=endpoint)
+    kind = TransientError if exc.errno in TRANSIENT_ERRNOS else ObjectStoreError
+    return kind(f"{endpoint}: {exc}", key=key, status=500, code=code, endpoint=endpoint)

@@ -209,34 +209,31 @@ class FileCore:
             raise
 
     def commit_create(self, key: str, temp: TempObject, etag: str) -> str:
-        """Link a finished temp to ``key`` if absent (``PreconditionFailed`` otherwise)."""
+        """Link a finished temp to ``key`` if absent (``PreconditionFailed`` otherwise). The
+        temp stays for the caller to discard (a create whose outcome is unknown may be tried
+        again with it)."""
+        path = self._writable_path(key)
         try:
-            path = self._writable_path(key)
-            try:
-                os.link(temp.path, path)
-            except FileExistsError:
-                raise PreconditionFailed(
-                    f"object {key!r} already exists", key=key, status=412
-                ) from None
-            self._sync_after_commit(key, path)
-            return etag
-        finally:
-            temp.discard()
+            os.link(temp.path, path)
+        except FileExistsError:
+            raise PreconditionFailed(
+                f"object {key!r} already exists", key=key, status=412
+            ) from None
+        self._sync_after_commit(key, path)
+        return etag
 
     def commit_replace(
         self, key: str, temp: TempObject, etag: str, if_match: str | None
     ) -> str:
-        """Rename a finished temp over ``key``, if its ETag is ``if_match`` when given."""
-        try:
-            path = self._writable_path(key)
-            with self._locked(key):
-                if if_match is not None:
-                    self._check_match(key, path, if_match)
-                os.rename(temp.path, path)
-                self._sync_after_commit(key, path)
-            return etag
-        finally:
-            temp.discard()
+        """Rename a finished temp over ``key``, if its ETag is ``if_match`` when given (the
+        caller discards the temp, which is gone once renamed)."""
+        path = self._writable_path(key)
+        with self._locked(key):
+            if if_match is not None:
+                self._check_match(key, path, if_match)
+            os.rename(temp.path, path)
+            self._sync_after_commit(key, path)
+        return etag
 
     def delete(self, key: str, if_match: str | None) -> None:
         path = self.path(key)

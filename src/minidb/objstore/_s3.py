@@ -7,6 +7,13 @@ standard retries for idempotent calls (reads, lists, unconditional writes and de
 Both sign with SigV4 (``signature_version="s3v4"``: with a custom endpoint botocore would
 otherwise presign with SigV2). Every failure goes through ``_s3_errors.translate``.
 
+What a caller cannot retry, this module does (``_retry``): ``upload`` sends a failed part
+again, and settles its conditional completion by comparing the stored ETag with the one S3
+gives the bytes sent (the MD5, or for a multipart upload the MD5 of the parts' MD5s and
+``-N``; buckets with SSE-KMS or SSE-C encryption have other ETags, so there a lost answer is
+reported as ``PreconditionFailed`` rather than settled); a streamed read cut short resumes
+with a ranged GET ``If-Match`` the ETag it started with.
+
 Why botocore and not an async client: see "Object storage client" in docs/architecture.md.
 """
 
@@ -16,15 +23,18 @@ import asyncio
 import builtins
 import concurrent.futures
 import contextlib
+import functools
+import hashlib
 import os
-from collections.abc import AsyncIterable, Callable
+from collections.abc import AsyncIterable, Awaitable, Callable
 from typing import Any, TypeVar
 
 import botocore.session
 from botocore.config import Config
 
-from ._errors import AmbiguousWrite, ObjectStoreError, PreconditionFailed
+from ._errors import AmbiguousWrite, ObjectStoreError, PreconditionFailed, TransientError
 from ._keys import check_key, check_prefix
+from ._retry import RETRY_TRIES, retry_wait, settle_create
 from ._s3_errors import translate
 from ._types import (
     LIST_PAGE_MAX,
@@ -76,6 +86,7 @@ class S3Store(ObjectStore):
         connect_timeout_s: float = S3_CONNECT_TIMEOUT_S,
         read_timeout_s: float = S3_READ_TIMEOUT_S,
         part_size: int = PART_SIZE_BYTES,
+        read_attempts: int = S3_READ_ATTEMPTS,
     ) -> None:
         self.bucket = bucket
         self._base = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -108,7 +119,7 @@ class S3Store(ObjectStore):
             )
 
         self._once = client(1)
-        self._retrying = client(S3_READ_ATTEMPTS)
+        self._retrying = client(read_attempts)
         self._stats = StatisticsCounter()
         self._pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=S3_THREADS, thread_name_prefix="minidb-objstore-s3"
@@ -156,7 +167,7 @@ class S3Store(ObjectStore):
         response = await self._call(
             key, False, lambda: self._retrying.get_object(Bucket=self.bucket, Key=full)
         )
-        return _S3Reader(self, key, response)
+        return _S3Reader(self, key, full, response)
 
     async def list(
         self, prefix: str = "", start_after: str | None = None, limit: int = LIST_PAGE_MAX
@@ -217,6 +228,7 @@ class S3Store(ObjectStore):
         buffer = bytearray()
         upload_id: str | None = None
         parts: builtins.list[dict[str, Any]] = []
+        digests: builtins.list[bytes] = []
         try:
             async for chunk in chunks:
                 buffer += chunk
@@ -226,38 +238,63 @@ class S3Store(ObjectStore):
                         upload_id = await self._begin_multipart(key, full)
                     part = bytes(buffer[: self._part_size])
                     del buffer[: self._part_size]
+                    digests.append(hashlib.md5(part, usedforsecurity=False).digest())
                     parts.append(await self._upload_part(key, full, upload_id, parts, part))
             if upload_id is None:
                 data = bytes(buffer)
-                if if_absent:
-                    return await self.put_if_absent(key, data)
-                return await self.put(key, data)
+                if not if_absent:
+                    return await self.put(key, data)
+                etag = f'"{hashlib.md5(data, usedforsecurity=False).hexdigest()}"'
+                return await settle_create(self, key, etag, lambda: self.put_if_absent(key, data))
             if buffer:
+                digests.append(hashlib.md5(buffer, usedforsecurity=False).digest())
                 parts.append(await self._upload_part(key, full, upload_id, parts, bytes(buffer)))
                 buffer.clear()
-            return await self._complete_multipart(key, full, upload_id, parts, if_absent)
+            if not if_absent:
+                return await self._complete_multipart(key, full, upload_id, parts, False)
+            whole = hashlib.md5(b"".join(digests), usedforsecurity=False).hexdigest()
+            etag = f'"{whole}-{len(digests)}"'
+            uploaded = upload_id
+            return await settle_create(
+                self, key, etag,
+                lambda: self._complete_multipart(key, full, uploaded, parts, True),
+            )
         except BaseException:
             if upload_id is not None:
                 await self._abort_multipart(full, upload_id)
             raise
 
+    async def _again(self, step: Callable[[], Awaitable[T]]) -> T:
+        """``step()``, an idempotent step of an upload, tried again after a transient or
+        unanswered failure (``RETRY_TRIES`` in all): a part sent twice is stored once."""
+        for tries in range(1, RETRY_TRIES + 1):
+            try:
+                return await step()
+            except (TransientError, AmbiguousWrite):
+                if tries == RETRY_TRIES:
+                    raise
+                await asyncio.sleep(retry_wait(tries))
+        raise AssertionError("unreachable")
+
     async def _begin_multipart(self, key: str, full: str) -> str:
-        response = await self._call(
+        # A begin whose answer was lost leaves an upload nobody completes: it costs storage
+        # until the lifecycle rule that aborts incomplete uploads (docs/batch.md) ends it.
+        response = await self._again(lambda: self._call(
             key, True,
             lambda: self._retrying.create_multipart_upload(Bucket=self.bucket, Key=full),
-        )
+        ))
         return str(response["UploadId"])
 
     async def _upload_part(
         self, key: str, full: str, upload_id: str, parts: builtins.list[dict[str, Any]], data: bytes
     ) -> dict[str, Any]:
         number = len(parts) + 1
-        response = await self._call(
+        response = await self._again(lambda: self._call(
             key, True,
             lambda: self._retrying.upload_part(
                 Bucket=self.bucket, Key=full, UploadId=upload_id, PartNumber=number, Body=data
             ),
-        )
+        ))
         self._stats.bytes_written += len(data)
         return {"PartNumber": number, "ETag": response["ETag"]}
 
@@ -267,13 +304,21 @@ class S3Store(ObjectStore):
     ) -> str:
         condition = {"IfNoneMatch": "*"} if if_absent else {}
         client = self._once if if_absent else self._retrying
-        response = await self._call(
-            key, True,
-            lambda: client.complete_multipart_upload(
-                Bucket=self.bucket, Key=full, UploadId=upload_id,
-                MultipartUpload={"Parts": parts}, **condition,
-            ),
-        )
+        try:
+            response = await self._call(
+                key, True,
+                lambda: client.complete_multipart_upload(
+                    Bucket=self.bucket, Key=full, UploadId=upload_id,
+                    MultipartUpload={"Parts": parts}, **condition,
+                ),
+            )
+        except ObjectStoreError as exc:
+            if exc.code != "NoSuchUpload":
+                raise
+            # An earlier completion of this upload landed unseen (or a lifecycle rule ended
+            # it): the stored ETag says which.
+            raise AmbiguousWrite(str(exc), key=key, status=exc.status, code=exc.code,
+                                 endpoint=self.endpoint) from exc
         return str(response["ETag"])
 
     async def _abort_multipart(self, full: str, upload_id: str) -> None:
@@ -312,20 +357,68 @@ class S3Store(ObjectStore):
 
 
 class _S3Reader(ObjectReader):
-    def __init__(self, store: S3Store, key: str, response: dict[str, Any]) -> None:
+    """A streamed GET that resumes where it stopped: a read that fails transiently (the
+    connection dropped, the body cut short, a read timeout) reopens the object from the
+    offset reached with a ranged GET ``If-Match`` the ETag the read began with, up to
+    ``RETRY_TRIES`` times in a row; an object replaced meanwhile is ``PreconditionFailed``."""
+
+    def __init__(self, store: S3Store, key: str, full: str, response: dict[str, Any]) -> None:
         self._store = store
         self._key = key
-        self._body = response["Body"]
+        self._full = full
+        self._body: Any = response["Body"]
         self.etag = str(response["ETag"])
         self.size = int(response["ContentLength"])
+        self._offset = 0
 
     async def read(self, n: int = -1) -> bytes:
         amount = None if n < 0 else n
-        data: bytes = await self._store._call(
-            self._key, False, lambda: self._body.read(amount), request=False
-        )
+        tries = 0
+        while True:
+            try:
+                if self._body is None:
+                    await self._reopen()
+                data: bytes = await self._store._call(
+                    self._key, False, functools.partial(self._body.read, amount), request=False
+                )
+                break
+            except TransientError:
+                tries += 1
+                if tries >= RETRY_TRIES:
+                    raise
+                self._close_body()
+                await asyncio.sleep(retry_wait(tries))
+        self._offset += len(data)
         self._store._stats.bytes_read += len(data)
         return data
 
+    async def _reopen(self) -> None:
+        if self._offset >= self.size:
+            self._body = _EmptyBody()  # nothing left to read (S3 refuses an empty range)
+            return
+        store = self._store
+        response = await store._call(
+            self._key, False,
+            functools.partial(
+                store._retrying.get_object, Bucket=store.bucket, Key=self._full,
+                Range=f"bytes={self._offset}-", IfMatch=self.etag,
+            ),
+        )
+        self._body = response["Body"]
+
+    def _close_body(self) -> None:
+        body, self._body = self._body, None
+        if body is not None:
+            with contextlib.suppress(Exception):
+                body.close()
+
     async def aclose(self) -> None:
-        self._body.close()
+        self._close_body()
+
+
+class _EmptyBody:
+    def read(self, amount: int | None = None) -> bytes:
+        return b""
+
+    def close(self) -> None:
+        pass
