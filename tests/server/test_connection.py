@@ -13,6 +13,7 @@ import minidb.runtime
 from minidb.protocol import MAX_BULK_ROWS, Get, RequestDecoder, Set
 from minidb.server import Server, ServerConfig
 from minidb.server._connection import Hub, LineConnection
+from minidb.server._hub import LATENCY_BOUNDS_S
 from minidb.store import MemoryLog, StoreOwner, StoreState
 from tests.server._clock import run_on_virtual_clock
 
@@ -644,3 +645,18 @@ def test_connection_batch_answered_busy_while_cut_waits_behind_what_was_handed_b
     owner.commit(owner.mailbox.take(2))
     assert transport.writes == [big + big, b"OK\nVALUE 1\n"]
     assert conn._in_flight == 0
+
+
+def test_connection_counts_each_batch_latency_from_send_to_write(loop: RecordingLoop) -> None:
+    """A batch's requests are counted in the latency histogram once, together, at the time
+    from their send to the owner to the write of their replies."""
+    conn, _, owner = _connection(loop)
+    sent = loop.time()
+    loop.time = lambda: sent  # type: ignore[method-assign]
+    conn.data_received(b"SET b k v\nGET b k\n")
+    loop.time = lambda: sent + 0.3  # type: ignore[method-assign]
+    owner.commit(owner.mailbox.take(10))
+    stats = conn._hub.statistics()
+    assert stats.latency_buckets[LATENCY_BOUNDS_S.index(0.5)] == 2
+    assert sum(stats.latency_buckets) == 2
+    assert stats.latency_sum_s == pytest.approx(0.6)

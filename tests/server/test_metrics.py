@@ -58,7 +58,8 @@ def test_metrics_debug_tasks_serves_runtime_snapshot(
 
 
 def test_metrics_counts_batches_and_connections(tmp_path: Path) -> None:
-    """A pipelined read shows up as one batch in the histogram; unknown paths are 404."""
+    """A pipelined read shows up as one batch in the histogram, and its requests in the
+    latency histogram; unknown paths are 404."""
 
     async def body(server: Server) -> None:
         assert server.line_address is not None and server.metrics_address is not None
@@ -69,6 +70,14 @@ def test_metrics_counts_batches_and_connections(tmp_path: Path) -> None:
         head, text = await _http_get(server.metrics_address[1], "/metrics")
         assert "minidb_batch_size_count 1.0" in text
         assert "minidb_batch_size_sum 4.0" in text
+        # The batch's four requests, answered together (they share one send and one write).
+        assert "minidb_request_latency_seconds_count 4.0" in text
+        assert 'minidb_request_latency_seconds_bucket{le="+Inf"} 4.0' in text
+        (latency_sum,) = [
+            float(line.split()[1]) for line in text.splitlines()
+            if line.startswith("minidb_request_latency_seconds_sum ")
+        ]
+        assert 0 < latency_sum < 4 * 5.0  # four requests, each under the test's deadline
         assert 'minidb_requests_total{outcome="ok",verb="GET"} 2.0' in text
         assert 'minidb_requests_total{outcome="error",verb="INVALID"} 1.0' in text
         assert "minidb_connections_active 1.0" in text

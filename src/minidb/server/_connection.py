@@ -375,7 +375,7 @@ class Connection(asyncio.Protocol):
         self._push_idle(now)
         self.requests += count
         self._in_flight += count
-        batch = Batch(replies, self, now)  # counted, never run
+        batch = Batch(replies, self, now + self._request_timeout_s)  # counted, never run
         batch.replies = replies
         self._pending.append(batch)
         self._write_answered()
@@ -464,6 +464,7 @@ class Connection(asyncio.Protocol):
             return
         done = 0
         out: list[bytes] = []
+        now: float | None = None
         while pending and (replies := pending[0].replies) is not None:
             batch = pending[0]
             if batch.leftover is not None:
@@ -481,6 +482,12 @@ class Connection(asyncio.Protocol):
             pending.popleft()
             done += batch.size
             out += replies
+            if now is None:
+                now = self._loop.time()
+            # The batch was sent at deadline - request timeout (see _send_to_owner).
+            self._hub.observe_latency(
+                now - batch.deadline + self._request_timeout_s, len(batch.requests)
+            )
         self._in_flight -= done
         transport = self._transport
         if self._closed or transport is None or not out:

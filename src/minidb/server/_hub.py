@@ -4,6 +4,7 @@ set of open connections (which admission control and shutdown look at)."""
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,13 @@ from minidb.store import Batch, StoreOwner
 
 if TYPE_CHECKING:
     from minidb.server._connection import Connection
+
+
+LATENCY_BOUNDS_S = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+)
+"""Upper bounds of the request latency histogram's buckets, in seconds: from a pipelined
+read's 100 us to past the default ``--request-timeout`` (2 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +39,10 @@ class HubStatistics:
     """Connections dropped for holding more unsent replies than ``--output-hard-limit``."""
     waiting_for_room: int
     """Connections queued for mailbox room now."""
+    latency_buckets: tuple[int, ...]
+    """Requests answered per ``LATENCY_BOUNDS_S`` bucket (not cumulative; the last one is
+    "more"), by the time from their batch's send to its replies' write."""
+    latency_sum_s: float
 
 
 class Hub:
@@ -47,6 +59,8 @@ class Hub:
         self.output_dropped = 0
         self.accepted = 0
         self.rejected_verbs: dict[tuple[str, str], int] = {}
+        self._latency = [0] * (len(LATENCY_BOUNDS_S) + 1)
+        self._latency_sum = 0.0
         self._slot_waiters: set[asyncio.Future[None]] = set()
         self._idle_waiter: asyncio.Future[None] | None = None
 
@@ -58,6 +72,20 @@ class Hub:
                 verb = type(request).__name__.upper().replace("DELETE", "DEL")
             key = (verb, outcome)
             self.rejected_verbs[key] = self.rejected_verbs.get(key, 0) + 1
+
+    def observe_latency(self, seconds: float, requests: int) -> None:
+        """``requests`` answered ``seconds`` after they were sent (one batch: its requests
+        share one send and one write, so they are counted together, once per batch)."""
+        self._latency[bisect_left(LATENCY_BOUNDS_S, seconds)] += requests
+        self._latency_sum += seconds * requests
+
+    @property
+    def latency_buckets(self) -> tuple[int, ...]:
+        return tuple(self._latency)
+
+    @property
+    def latency_sum(self) -> float:
+        return self._latency_sum
 
     def opened(self, conn: Connection) -> None:
         self.connections.add(conn)
@@ -104,4 +132,6 @@ class Hub:
             errors=self.errors,
             output_dropped=self.output_dropped,
             waiting_for_room=self.owner.mailbox.waiting_for_room,
+            latency_buckets=self.latency_buckets,
+            latency_sum_s=self._latency_sum,
         )

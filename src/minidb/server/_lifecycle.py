@@ -144,6 +144,9 @@ class ServerStatistics:
     wal: WalStatistics | None
     replay_seconds: float
     replication: ShipperStatistics | None
+    latency_buckets: tuple[int, ...]
+    """Requests per ``LATENCY_BOUNDS_S`` bucket of send-to-reply time (see ``Hub``)."""
+    latency_sum_s: float
     replica: FollowerStatistics | None = None
     """The follower's figures while the server is a replica (None: a primary)."""
 
@@ -563,4 +566,6 @@ class Server:
             replay_seconds=self._replay_seconds,
             replica=self._follower.statistics() if self._follower is not None else None,
             replication=self._shipper.statistics() if self._shipper is not None else None,
+            latency_buckets=hub.latency_buckets,
+            latency_sum_s=hub.latency_sum,
         )

@@ -37,6 +37,7 @@ from prometheus_client.registry import Collector
 
 import minidb.runtime
 from minidb.server._http import METHODS, Refusal, Request, RequestHead, response
+from minidb.server._hub import LATENCY_BOUNDS_S
 from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
 from minidb.server._logging import event
 from minidb.store import BATCH_SIZE_BOUNDS
@@ -147,6 +148,19 @@ class ServerCollector(Collector):
             "Requests committed per data-owner wakeup",
             buckets=buckets,
             sum_value=owner.batch_size_sum,
+        )
+        cumulative, buckets = 0, []
+        for bound_s, count in zip(
+            [*map(repr, LATENCY_BOUNDS_S), "+Inf"], stats.latency_buckets, strict=True
+        ):
+            cumulative += count
+            buckets.append((bound_s, cumulative))
+        yield HistogramMetricFamily(
+            "minidb_request_latency_seconds",
+            "Requests by the time from their batch's send to the data owner to their replies'"
+            " write (a batch's requests counted together)",
+            buckets=buckets,
+            sum_value=stats.latency_sum_s,
         )
         wal = stats.wal
         yield CounterMetricFamily(
