@@ -27,6 +27,12 @@ minidb_wal_syncs_total 5.0
 minidb_replication_lag_seconds 0.25
 # TYPE minidb_replication_lag_records gauge
 minidb_replication_lag_records 3.0
+# TYPE minidb_request_latency_seconds histogram
+minidb_request_latency_seconds_bucket{le="0.001"} 5.0
+minidb_request_latency_seconds_bucket{le="0.01"} 9.0
+minidb_request_latency_seconds_bucket{le="+Inf"} 10.0
+minidb_request_latency_seconds_count 10.0
+minidb_request_latency_seconds_sum 0.5
 """
 
 
@@ -45,6 +51,7 @@ def test_metrics_merge_both_protocols_by_kind() -> None:
     assert figures["wal_appends"] == 11 and figures["wal_syncs"] == 5
     assert figures["replication"] == {"role": "shipping", "lag_seconds": 0.25,
                                       "lag_records": 3}
+    assert figures["latency"] == [[0.001, 5], [0.01, 9], [-1, 10]]
 
 
 def test_reading_with_and_without_metrics() -> None:
@@ -54,8 +61,10 @@ def test_reading_with_and_without_metrics() -> None:
     assert full["unix_ms"] == 1700000000123 and full["commands_total"] == 99
     assert full["connections"] == 3 and full["memory_bytes"] == 1048576 and full["keys"] == 303
     assert full["sources"] == {"info": True, "metrics": True}
+    assert full["latency"] == [[0.001, 5], [0.01, 9], [-1, 10]]
     alone = stats_reading(info, None, [])
     assert alone["commands"] == {"get": 6} and alone["wal_appends"] is None
+    assert alone["latency"] is None
     assert alone["replication"] is None
 
 

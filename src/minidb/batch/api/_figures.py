@@ -20,9 +20,13 @@ counters into rates itself). Where each comes from:
                             one); without metrics, a replica's ``INFO replication``
 ==========================  ===========================================================
 
-The server keeps no latency distribution, so ``probe_ms`` is what the API measured itself
-for this reading: round trips of a cheap data command (``EXISTS``) that goes through the
-data owner's mailbox like every read, so it rises when the owner is busy.
+``latency`` is the server's request latency histogram (``/metrics``
+``minidb_request_latency_seconds``: from a batch's send to the data owner to its replies'
+write), as cumulative ``[upper bound in seconds, requests]`` pairs, the last bound ``-1`` for
+``+Inf``; the page takes p50/p99 from the difference of two readings. Without the metrics
+listener there is none, and the page falls back to ``probe_ms``, what the API measured
+itself for this reading: round trips of a cheap data command (``EXISTS``) that goes through
+the data owner's mailbox like every read, so it rises when the owner is busy.
 """
 
 from __future__ import annotations
@@ -92,9 +96,13 @@ def parse_metrics(text: str) -> dict[str, Any]:
     """The figures of the server's Prometheus text that the page charts."""
     commands: Counter[str] = Counter()
     scalars: dict[str, float] = {}
+    latency: list[list[float]] = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == "minidb_requests_total":
+            if sample.name == "minidb_request_latency_seconds_bucket":
+                bound = float(sample.labels.get("le", "inf"))
+                latency.append([bound if bound != float("inf") else -1, int(sample.value)])
+            elif sample.name == "minidb_requests_total":
                 commands[sample.labels.get("verb", "").lower()] += int(sample.value)
             elif sample.name == "minidb_resp_commands_total":
                 commands[sample.labels.get("command", "").lower()] += int(sample.value)
@@ -110,6 +118,7 @@ def parse_metrics(text: str) -> dict[str, Any]:
         "wal_appends": _maybe_int(scalars.get("minidb_wal_appends_total")),
         "wal_syncs": _maybe_int(scalars.get("minidb_wal_syncs_total")),
         "replication": replication,
+        "latency": sorted(latency, key=lambda pair: (pair[0] < 0, pair[0])) or None,
     }
 
 
@@ -144,6 +153,7 @@ def stats_reading(
         "wal_syncs": metrics["wal_syncs"] if metrics is not None else None,
         "replication": (metrics["replication"] if metrics is not None
                         and metrics["replication"] is not None else _info_replication(info)),
+        "latency": metrics.get("latency") if metrics is not None else None,
         "probe_ms": probe_ms,
         "sources": {"info": True, "metrics": metrics is not None},
     }

@@ -7,8 +7,11 @@
 //   server started, gauges, and the round trips of the API's probe. The API keeps no history;
 //   the view keeps the last WINDOW_S seconds of readings and turns counters into rates itself
 //   (difference over the time between two readings, by the server's clock).
-// - Latency: the server keeps no latency distribution, so p50/p99 are over the probe round
-//   trips (EXISTS through the data owner) of the last LATENCY_WINDOW_S seconds of readings.
+// - Latency: p50/p99 of the server's own request latency histogram (send to the data owner to
+//   the replies' write) over the last LATENCY_WINDOW_S seconds: the difference of the
+//   cumulative buckets of two readings, interpolated within a bucket as Prometheus's
+//   histogram_quantile does. A server without its metrics listener has no histogram; then the
+//   view takes the probe round trips (EXISTS through the data owner) of those readings.
 // - Charts are uPlot (vendored, /static/vendor/), one per figure. Series are fixed except the
 //   commands' kinds: when a new kind shows up, that chart is made again with it.
 // - Each chart's element carries its last values in data-* attributes and a readout line in
@@ -19,7 +22,7 @@ import { $, bytes } from "./dom.js";
 
 const POLL_MS = 1000;
 const WINDOW_S = 120; // seconds of readings the charts show
-const LATENCY_WINDOW_S = 30; // seconds of probe round trips each p50/p99 is taken over
+const LATENCY_WINDOW_S = 30; // seconds of requests (or probe round trips) each p50/p99 is taken over
 const MAX_KINDS = 8; // command kinds charted by name; the rest are summed as "other"
 const HEIGHT = 170;
 const COLOURS = ["#2d6cdf", "#c23b32", "#23884a", "#b7791f", "#7b4bc4", "#0f8b8d", "#d0569a",
@@ -29,6 +32,28 @@ function quantile(sorted, q) {
   if (!sorted.length) return null;
   const at = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
   return sorted[at];
+}
+
+// The q-quantile, in ms, of the requests a latency histogram counted between two readings
+// (cumulative [upper bound s, count] pairs, the last bound -1 for +Inf); null if none.
+function histogramQuantile(now, before, q) {
+  if (!now || !before || !now.length || now.length !== before.length) return null;
+  const counts = now.map(([bound, n], i) => [bound, n - before[i][1]]);
+  const total = counts[counts.length - 1][1];
+  if (total <= 0) return null;
+  const target = q * total;
+  let lower = 0;
+  let below = 0;
+  for (const [bound, n] of counts) {
+    if (n >= target) {
+      if (bound < 0) return lower * 1000; // past the last finite bound: that bound
+      const share = n > below ? (target - below) / (n - below) : 1;
+      return (lower + (bound - lower) * share) * 1000;
+    }
+    lower = bound < 0 ? lower : bound;
+    below = n;
+  }
+  return null;
 }
 
 function rate(now, before, pick) {
@@ -137,19 +162,29 @@ export function createServerView(session) {
             + `${fixed(total[total.length - 1], 0)}/s now`,
             { total: last.commands_total, rate: total[total.length - 1] ?? "" });
 
-    // Latency of the probe: p50 and p99 over the last LATENCY_WINDOW_S seconds.
+    // Latency: p50 and p99 over the last LATENCY_WINDOW_S seconds, from the server's histogram
+    // (or, without one, from the probe's round trips).
+    const histogram = last.latency !== null && last.latency !== undefined;
     const p50 = [];
     const p99 = [];
     rs.forEach((r) => {
       const since = r.unix_ms - LATENCY_WINDOW_S * 1000;
-      const window = rs.filter((x) => x.unix_ms > since && x.unix_ms <= r.unix_ms)
-        .flatMap((x) => x.probe_ms).sort((a, b) => a - b);
-      p50.push(quantile(window, 0.5));
-      p99.push(quantile(window, 0.99));
+      const window = rs.filter((x) => x.unix_ms > since && x.unix_ms <= r.unix_ms);
+      if (histogram) {
+        const base = rs.filter((x) => x.unix_ms <= since).pop() ?? rs[0];
+        const from = base === r ? null : base.latency;
+        p50.push(histogramQuantile(r.latency, from, 0.5));
+        p99.push(histogramQuantile(r.latency, from, 0.99));
+        return;
+      }
+      const trips = window.flatMap((x) => x.probe_ms).sort((a, b) => a - b);
+      p50.push(quantile(trips, 0.5));
+      p99.push(quantile(trips, 0.99));
     });
     draw("latency", ["p50", "p99"], " ms", [p50, p99]);
+    const source = histogram ? "the server's requests" : "probe round trips";
     readout("latency", `p50 ${fixed(p50[p50.length - 1], 2)} ms · p99 `
-            + `${fixed(p99[p99.length - 1], 2)} ms (probe round trips, last ${LATENCY_WINDOW_S} s)`,
+            + `${fixed(p99[p99.length - 1], 2)} ms (${source}, last ${LATENCY_WINDOW_S} s)`,
             { p50: p50[p50.length - 1] ?? "", p99: p99[p99.length - 1] ?? "" });
 
     draw("connections", ["connections"], "", [rs.map((r) => r.connections)]);
