@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass, field
 
 from minidb.protocol import encode_command
-from minidb.server._resp_connection import RespContext, RespRequests
-from minidb.server._resp_executor import OwnerSide, RespExecutor
-from minidb.server._resp_info import InfoSnapshot, ServerFacts
-from minidb.server._resp_session import RespSession, SessionConfig
+from minidb.server.resp._connection import RespContext, RespRequests
+from minidb.server.resp._executor import OwnerSide, RespExecutor
+from minidb.server.resp._info import InfoSnapshot, ServerFacts
+from minidb.server.resp._session import RespSession, SessionConfig
 from minidb.store import Keyspace, OpJournal
 
 NOW_MS = 1_700_000_000_000

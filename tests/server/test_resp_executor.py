@@ -8,15 +8,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from minidb.protocol import SIMPLE_OK, RespReplyDecoder, encode_command
-from minidb.server._resp_connection import RespContext, RespRequests
-from minidb.server._resp_executor import (
+from minidb.server.resp._connection import RespContext, RespRequests
+from minidb.server.resp._executor import (
     READ_ONLY_REASON,
     OwnerSide,
     RespExecutor,
     unwatch_request,
 )
-from minidb.server._resp_info import InfoSnapshot, ServerFacts
-from minidb.server._resp_session import RespSession, SessionConfig
+from minidb.server.resp._info import InfoSnapshot, ServerFacts
+from minidb.server.resp._session import RespSession, SessionConfig
 from minidb.store import Keyspace, OpJournal
 
 NOW_MS = 1_700_000_000_000
@@ -217,7 +217,7 @@ def test_executor_counts_calls_failures_and_rejections_by_name() -> None:
 def test_session_table_knows_every_engine_command_with_its_arity() -> None:
     """Every command the store runs is in the session's table with the same arity and write
     flag, so none is refused as unknown before it reaches the owner."""
-    from minidb.server._resp_commands_meta import CommandTable
+    from minidb.server.resp._commands_meta import CommandTable
     from minidb.store import COMMANDS
 
     table = CommandTable.default()

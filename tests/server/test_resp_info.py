@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minidb.server._resp_info import InfoSnapshot, ReplicaInfo, ServerFacts, render_info
+from minidb.server.resp._info import InfoSnapshot, ReplicaInfo, ServerFacts, render_info
 
 
 def _fields(text: str) -> dict[str, str]:

@@ -9,12 +9,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from minidb.server import _resp_session
-from minidb.server._resp_commands_meta import CommandTable
-from minidb.server._resp_glob import glob_match
-from minidb.server._resp_info import BucketStats, CommandStats, InfoSnapshot, ServerFacts
-from minidb.server._resp_session import RespSession, SessionConfig
-from minidb.server._resp_types import (
+from minidb.server.resp import _session as _resp_session
+from minidb.server.resp._commands_meta import CommandTable
+from minidb.server.resp._glob import glob_match
+from minidb.server.resp._info import BucketStats, CommandStats, InfoSnapshot, ServerFacts
+from minidb.server.resp._session import RespSession, SessionConfig
+from minidb.server.resp._types import (
     NULL_ARRAY,
     OK,
     PONG,
@@ -690,7 +690,7 @@ def test_command_list_and_filters() -> None:
 
 def test_command_table_can_be_replaced_by_the_engine_table() -> None:
     """A table built from other data specs routes, checks arity and reports only those."""
-    from minidb.server._resp_commands_meta import CONNECTION_COMMANDS, CommandSpec
+    from minidb.server.resp._commands_meta import CONNECTION_COMMANDS, CommandSpec
 
     table = CommandTable((*CONNECTION_COMMANDS, CommandSpec("frob", 3, ("write",))))
     s = RespSession(1, SessionConfig(facts=FACTS, commands=table))

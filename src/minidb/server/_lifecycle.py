@@ -53,11 +53,11 @@ from minidb.server._fdlimit import fit_to_fd_limit
 from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
 from minidb.server._logging import event
 from minidb.server._metrics import MetricsListener, new_registry
-from minidb.server._resp_connection import RespConnection, RespContext
-from minidb.server._resp_env import ServerEnv
-from minidb.server._resp_executor import CommandCounts, RespExecutor
-from minidb.server._resp_info import ServerFacts
-from minidb.server._resp_session import SessionConfig
+from minidb.server.resp._connection import RespConnection, RespContext
+from minidb.server.resp._env import ServerEnv
+from minidb.server.resp._executor import CommandCounts, RespExecutor
+from minidb.server.resp._info import ServerFacts
+from minidb.server.resp._session import SessionConfig
 from minidb.store import Keyspace, OwnerStatistics, StoreOwner, StoreState, StoreStatistics
 from minidb.store._actor import wall_clock_ms
 from minidb.wal import DurableLog, WalStatistics, open_log

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from minidb.protocol import MAX_NAME_CHARS
-from minidb.server._resp_admin import command_command, config_command
-from minidb.server._resp_client import client_command
-from minidb.server._resp_commands_meta import CommandSpec, CommandTable
-from minidb.server._resp_errors import (
+from minidb.server.resp._admin import command_command, config_command
+from minidb.server.resp._client import client_command
+from minidb.server.resp._commands_meta import CommandSpec, CommandTable
+from minidb.server.resp._errors import (
     BAD_CLIENT_NAME,
     EXECABORT,
     HELLO_NOAUTH,
@@ -54,8 +54,8 @@ from minidb.server._resp_errors import (
     unknown_subcommand,
     wrong_arity,
 )
-from minidb.server._resp_info import InfoSnapshot, ServerFacts, render_info, sections_for
-from minidb.server._resp_types import (
+from minidb.server.resp._info import InfoSnapshot, ServerFacts, render_info, sections_for
+from minidb.server.resp._types import (
     OK,
     PONG,
     QUEUED,

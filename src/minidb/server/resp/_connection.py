@@ -44,9 +44,9 @@ from typing import Any
 from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
 from minidb.server._connection import Connection
 from minidb.server._hub import Hub
-from minidb.server._resp_executor import OwnerSide, RespExecutor, RespRequest, unwatch_request
-from minidb.server._resp_session import RespSession, SessionConfig, SessionEnv
-from minidb.server._resp_types import (
+from minidb.server.resp._executor import OwnerSide, RespExecutor, RespRequest, unwatch_request
+from minidb.server.resp._session import RespSession, SessionConfig, SessionEnv
+from minidb.server.resp._types import (
     Close,
     ErrorReply,
     Forward,

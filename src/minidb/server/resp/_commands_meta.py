@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from minidb.server._resp_types import Result, Simple
+from minidb.server.resp._types import Result, Simple
 
 MAX_COMMAND_NAME_BYTES = 64
 """Longer names are never looked up (every real one is under 32 bytes)."""

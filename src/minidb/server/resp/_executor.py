@@ -30,8 +30,8 @@ from typing import Protocol
 
 from minidb.protocol import ErrorReply, RespEncoder
 from minidb.protocol._results import Result
-from minidb.server._resp_errors import READONLY
-from minidb.server._resp_types import Forward, ForwardTransaction, ForwardWatch, WatchSet
+from minidb.server.resp._errors import READONLY
+from minidb.server.resp._types import Forward, ForwardTransaction, ForwardWatch, WatchSet
 from minidb.store import (
     COMMANDS,
     REPLICA_REFUSAL,

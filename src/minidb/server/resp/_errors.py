@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from minidb.server._resp_types import ErrorReply
+from minidb.server.resp._types import ErrorReply
 
 MAX_ERROR_ECHO_BYTES = 128
 """How much of a client's command and arguments an error repeats (Redis's ``%.128s``)."""

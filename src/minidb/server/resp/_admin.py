@@ -11,17 +11,17 @@ Prometheus rates.
 
 from __future__ import annotations
 
-from minidb.server._resp_commands_meta import (
+from minidb.server.resp._commands_meta import (
     CommandSpec,
     CommandTable,
     command_docs,
     command_info,
     help_lines,
 )
-from minidb.server._resp_errors import SYNTAX, one_line, text
-from minidb.server._resp_glob import glob_match
-from minidb.server._resp_info import ServerFacts, config_get, config_parameters
-from minidb.server._resp_types import OK, ErrorReply, Result, Simple
+from minidb.server.resp._errors import SYNTAX, one_line, text
+from minidb.server.resp._glob import glob_match
+from minidb.server.resp._info import ServerFacts, config_get, config_parameters
+from minidb.server.resp._types import OK, ErrorReply, Result, Simple
 
 
 def _help(table: CommandTable, name: bytes) -> Result:

@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from minidb.server._resp_info import BucketStats, CommandStats, InfoSnapshot, ReplicaInfo
+from minidb.server.resp._info import BucketStats, CommandStats, InfoSnapshot, ReplicaInfo
 
 if TYPE_CHECKING:
     from minidb.replication._follower import FollowerStatistics
     from minidb.server._lifecycle import Server
-    from minidb.server._resp_executor import CommandCounts
-    from minidb.server._resp_session import RespSession
+    from minidb.server.resp._executor import CommandCounts
+    from minidb.server.resp._session import RespSession
 
 _PROC_STATUS = "/proc/self/status"
 
@@ -53,7 +53,7 @@ class ServerEnv:
         return time.time()
 
     def sessions(self) -> Iterator[RespSession]:
-        from minidb.server._resp_connection import RespConnection
+        from minidb.server.resp._connection import RespConnection
 
         for conn in self._server.connections():
             if isinstance(conn, RespConnection):

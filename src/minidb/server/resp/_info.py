@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from minidb.server._resp_glob import glob_match
+from minidb.server.resp._glob import glob_match
 
 REDIS_VERSION = "7.2.0"
 """The Redis release whose command semantics and error wording the RESP listener follows.

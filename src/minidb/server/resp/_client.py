@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from minidb.server._resp_commands_meta import help_lines
-from minidb.server._resp_errors import BAD_CLIENT_NAME, SYNTAX, one_line, printable, text
-from minidb.server._resp_types import OK, ErrorReply, Result, Verbatim, parse_integer
+from minidb.server.resp._commands_meta import help_lines
+from minidb.server.resp._errors import BAD_CLIENT_NAME, SYNTAX, one_line, printable, text
+from minidb.server.resp._types import OK, ErrorReply, Result, Verbatim, parse_integer
 
 if TYPE_CHECKING:
-    from minidb.server._resp_session import RespSession, SessionEnv
+    from minidb.server.resp._session import RespSession, SessionEnv
 
 _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
 
