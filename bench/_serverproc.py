@@ -11,6 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
+def rss_of(pid: int, field: str = "VmRSS") -> int:
+    """A process's resident set size now (``VmHWM``: its peak so far), in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field}")
+
+
 @dataclass
 class Served:
     proc: subprocess.Popen[str]
@@ -19,11 +27,7 @@ class Served:
     resp_port: int | None = None
 
     def rss_bytes(self, field: str = "VmRSS") -> int:
-        """Resident set size now (``VmHWM``: the peak so far)."""
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError(f"no {field}")
+        return rss_of(self.proc.pid, field)
 
     def stop(self) -> None:
         self.proc.kill()

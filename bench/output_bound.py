@@ -27,9 +27,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-from _serverproc import Served, serve
+from _serverproc import Served, rss_of, serve
 
 BIG = 4 * 2**20
 SCANS = 4096
@@ -84,10 +83,7 @@ class Redis:
         raise SystemExit("redis-server did not start")
 
     def rss_bytes(self, field: str = "VmRSS") -> int:
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-        raise RuntimeError(f"no {field}")
+        return rss_of(self.proc.pid, field)
 
     def stop(self) -> None:
         self.proc.kill()

@@ -35,6 +35,7 @@ _MAP: Final = tuple(b"%%%d\r\n" % n for n in range(_SMALL))
 _SET: Final = tuple(b"~%d\r\n" % n for n in range(_SMALL))
 _INTEGER: Final = tuple(b":%d\r\n" % n for n in range(_SMALL))
 _OK: Final = SIMPLE_OK.wire
+_NO_LIMIT: Final = 1 << 62
 _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 # Redis prints a double through its integer path when it is integral within +-LLONG_MAX/2
@@ -189,20 +190,7 @@ class RespEncoder:
 
     def encode(self, result: Result) -> bytes:
         """The wire form of one reply."""
-        if result is SIMPLE_OK:
-            return _OK
-        kind = type(result)
-        if kind is bytes:
-            size = len(result)  # type: ignore[arg-type]
-            if size < _SMALL:
-                return _BULK[size] + result + _CRLF  # type: ignore[operator]
-        elif result is None:
-            return self._null
-        elif kind is int and 0 <= result < _SMALL:  # type: ignore[operator]
-            return _INTEGER[result]  # type: ignore[index]
-        out: list[bytes] = []
-        _append(out, result, self._v3)
-        return b"".join(out)
+        return self.encode_within(result, _NO_LIMIT)  # type: ignore[return-value]
 
     def encode_within(self, result: Result, limit: int) -> bytes | int:
         """``encode(result)``, or, if that is longer than ``limit`` bytes, its length.

@@ -61,6 +61,15 @@ PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
 NOT_FOUND_BODY = b"not found: try /metrics or /debug/tasks\n"
 
 
+def _cumulative(bounds: Iterator[str], counts: tuple[int, ...]) -> list[tuple[str, int]]:
+    """Prometheus histogram buckets from per-bucket counts (the last one past every bound)."""
+    total, buckets = 0, []
+    for bound, count in zip([*bounds, "+Inf"], counts, strict=True):
+        total += count
+        buckets.append((bound, total))
+    return buckets
+
+
 class ServerCollector(Collector):
     """Reads one server's statistics at scrape time."""
 
@@ -137,29 +146,17 @@ class ServerCollector(Collector):
             "minidb_read_only", "1 if the store refuses writes after a log failure",
             1 if owner.read_only else 0,
         )
-        cumulative, buckets = 0, []
-        for bound, count in zip(
-            [*map(str, BATCH_SIZE_BOUNDS), "+Inf"], owner.batch_size_buckets, strict=True
-        ):
-            cumulative += count
-            buckets.append((bound, cumulative))
         yield HistogramMetricFamily(
             "minidb_batch_size",
             "Requests committed per data-owner wakeup",
-            buckets=buckets,
+            buckets=_cumulative(map(str, BATCH_SIZE_BOUNDS), owner.batch_size_buckets),
             sum_value=owner.batch_size_sum,
         )
-        cumulative, buckets = 0, []
-        for bound_s, count in zip(
-            [*map(repr, LATENCY_BOUNDS_S), "+Inf"], stats.latency_buckets, strict=True
-        ):
-            cumulative += count
-            buckets.append((bound_s, cumulative))
         yield HistogramMetricFamily(
             "minidb_request_latency_seconds",
             "Requests by the time from their batch's send to the data owner to their replies'"
             " write (a batch's requests counted together)",
-            buckets=buckets,
+            buckets=_cumulative(map(repr, LATENCY_BOUNDS_S), stats.latency_buckets),
             sum_value=stats.latency_sum_s,
         )
         wal = stats.wal
