@@ -43,16 +43,13 @@ def test_retry_backoff_rejects_negative() -> None:
         RetryBackoff(base_s=-1)
 
 
-def test_idle_poll_grows_to_cap_and_resets_on_work() -> None:
-    """Empty polls double the interval up to the cap; finding work resets it to the minimum."""
+def test_idle_poll_is_quick_after_work_and_grows_to_the_cap() -> None:
+    """The first empty poll after work waits the minimum; each further one doubles it, up to
+    the cap (the defaults: 1, 2, 4, 8, then 10 s)."""
     poll = IdlePoll(min_s=1, cap_s=30, factor=2)
-    interval = poll.next_interval(None, found_work=False)
-    seen = [interval]
-    for _ in range(7):
-        interval = poll.next_interval(interval, found_work=False)
-        seen.append(interval)
-    assert seen == [1, 2, 4, 8, 16, 30, 30, 30]
-    assert poll.next_interval(interval, found_work=True) == 1
+    assert [poll.interval(k) for k in range(1, 9)] == [1, 2, 4, 8, 16, 30, 30, 30]
+    assert [IdlePoll().interval(k) for k in range(1, 7)] == [1, 2, 4, 8, 10, 10]
+    assert IdlePoll().interval(10_000) == 10
 
 
 def test_idle_poll_sleep_is_jittered_within_bounds() -> None:

@@ -8,11 +8,13 @@ jitter: a client retrying a busy server wants the spread, but a task that just f
 really wait (the downstream it failed on needs the time), and ``not_before`` then grows with
 each attempt, which an operator can see.
 
-The idle poll interval is adaptive: ``min_s`` whenever a poll found work, multiplied by
-``factor`` after each empty poll up to ``cap_s``. An idle worker then costs about
-``3600 / cap_s`` LIST requests an hour instead of ``3600 / min_s`` (docs/batch.md, "Cost"),
-and a burst of tasks is picked up at the fast rate. Each sleep is jittered by
-``POLL_JITTER`` so that workers started together do not list in lockstep. A poll that failed
+The idle poll interval is adaptive: after a poll that claimed a task the worker polls again
+at once (a burst is drained at the rate tasks finish); after the k-th empty poll in a row it
+waits ``min_s * factor ** (k - 1)``, capped at ``cap_s`` (defaults 1, 2, 4, 8, then 10 s). So a
+worker that has just seen work is quick to see the next, and an idle worker costs about
+``3600 / cap_s`` LIST requests an hour instead of ``3600 / min_s`` (docs/batch.md, "Pick-up
+latency"). Each sleep is jittered by ``POLL_JITTER`` so that workers started together (a
+deploy, a fleet scaled up at once) drift apart instead of listing in step. A poll that failed
 on the store is followed by ``error_pause`` instead: from ``ERROR_PAUSE_BASE_S`` doubling to
 ``ERROR_PAUSE_CAP_S``, so a flaky store is retried soon and an outage is not polled hard.
 """
@@ -29,9 +31,10 @@ DEFAULT_RETRY_BASE_S = 1.0
 DEFAULT_RETRY_CAP_S = 300.0
 """No retry of a task waits longer than this."""
 DEFAULT_POLL_MIN_S = 1.0
-"""Poll interval of a worker that is finding work."""
-DEFAULT_POLL_CAP_S = 30.0
-"""Poll interval of a worker that has been idle for a while."""
+"""Wait after the first empty poll that follows work (or start-up), in seconds."""
+DEFAULT_POLL_CAP_S = 10.0
+"""Poll interval of a worker that has been idle for a while, in seconds: what a task submitted
+to an idle fleet waits at most (plus jitter) when no worker shares the API's process."""
 DEFAULT_POLL_FACTOR = 2.0
 """Growth of the poll interval per empty poll."""
 POLL_JITTER = 0.1
@@ -66,7 +69,7 @@ class RetryBackoff:
 
 @dataclass(frozen=True)
 class IdlePoll:
-    """The adaptive poll interval: ``min_s`` on finding work, growing to ``cap_s`` while idle."""
+    """The adaptive poll schedule: quick after work, growing to ``cap_s`` while idle."""
 
     min_s: float = DEFAULT_POLL_MIN_S
     cap_s: float = DEFAULT_POLL_CAP_S
@@ -78,11 +81,11 @@ class IdlePoll:
         if self.factor < 1:
             raise ValueError("factor must be at least 1")
 
-    def next_interval(self, previous_s: float | None, found_work: bool) -> float:
-        """The interval after a poll that did (or did not) find work; None: the first poll."""
-        if found_work or previous_s is None:
-            return self.min_s
-        return min(self.cap_s, max(self.min_s, previous_s * self.factor))
+    def interval(self, empty_polls: int) -> float:
+        """The interval after the ``empty_polls``-th empty poll in a row (1 = the first after
+        work or start-up), before jitter."""
+        exponent = min(max(empty_polls, 1) - 1, 64)  # past 64 doublings it is the cap anyway
+        return min(self.cap_s, self.min_s * self.factor ** exponent)
 
     def sleep_for(self, interval_s: float, rng: _random.Random) -> float:
         """The jittered sleep for ``interval_s``."""

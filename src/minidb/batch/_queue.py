@@ -16,7 +16,8 @@ computed by a pure transition of ``_machine`` from the record it replaces (``_ap
    ``ours`` continues from the re-read record, ``lost`` re-evaluates the transition from it
    (which may now be illegal: the claim another worker won, the heartbeat of a fenced lease);
 6. after the write is known to have landed, delete the marker the task no longer needs (a
-   terminal task's, or the previous one after a requeue under a new marker).
+   terminal task's, or the previous one after a requeue under a new marker), and, if the task
+   is now queued and due, tell the ``on_claimable`` listeners (an API's in-process workers).
 
 Reads and marker writes retry transient errors a bounded number of times with equal jitter;
 conditional writes are never blindly retried (the re-read decides).
@@ -174,6 +175,7 @@ class TaskQueue:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._stats = QueueStatistics()
+        self._claimable: list[Callable[[str], object]] = []
 
     def now_ms(self) -> int:
         """The queue's wall clock, in Unix milliseconds (leases are compared on it)."""
@@ -182,6 +184,20 @@ class TaskQueue:
     def statistics(self) -> QueueStatistics:
         """A copy of the counters."""
         return dataclasses.replace(self._stats)
+
+    def on_claimable(self, callback: Callable[[str], object]) -> None:
+        """Call ``callback(task_id)`` each time this queue has made a task claimable now (a
+        submit, a retry, a release, the marker of a queued task put back), once the write has
+        landed: how an API wakes the workers of its own process instead of letting the task
+        wait for their next poll. Workers elsewhere still find it by polling."""
+        self._claimable.append(callback)
+
+    def _announce(self, record: TaskRecord) -> None:
+        if record.state == "queued" and (
+            record.not_before is None or record.not_before <= self._clock()
+        ):
+            for callback in self._claimable:
+                callback(record.id)
 
     async def with_retries(self, op: Callable[[], Awaitable[T]]) -> T:
         """``op()`` retried on ``TransientError`` like the queue's own reads (bounded, equal
@@ -267,12 +283,14 @@ class TaskQueue:
                     self._stats.reconciled_ours += 1
                     # Landed (perhaps with another write on top): the re-read is the truth.
                     await self._after(current.record, new)
+                    self._announce(reread.record)
                     return reread
                 self._stats.reconciled_lost += 1
                 current = reread
                 continue
             self._stats.writes += 1
             await self._after(current.record, new)
+            self._announce(new)
             return Stored(new, etag)
         raise Contended(task_id, action, CAS_ROUNDS)
 
@@ -351,6 +369,7 @@ class TaskQueue:
         if stored is not None and stored.record.state == "queued":
             assert stored.record.queue_marker is not None
             await self._create_marker(stored.record.queue_marker)
+            self._announce(stored.record)
             return stored.record
         return (await self._apply(task_id, "submit", m.submit, stored)).record
 

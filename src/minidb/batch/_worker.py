@@ -13,10 +13,18 @@ Theory of operation. ``Worker.run`` loops until ``stop()``:
 3. **finish** with one fenced CAS: ``complete`` with the files written, ``fail`` (retryable
    failures get ``not_before`` from ``RetryBackoff``; the machine decides whether budget is
    left), or ``release`` (cancel seen, or the worker is stopping);
-4. **sleep** the adaptive idle interval (``IdlePoll``) after a poll that found nothing; a poll
-   that found work polls again at once. A poll that failed on the store is not an empty queue:
-   the next one comes after ``IdlePoll.error_pause`` (half a second, doubling to a few seconds
-   while the store keeps failing), and the idle interval is left where it was.
+4. **sleep** the adaptive idle interval (``IdlePoll``: the minimum after the first empty poll
+   that follows work, doubling per empty poll to the cap, jittered) after a poll that found
+   nothing; a poll that claimed polls again at once. A poll that failed on the store is not an
+   empty queue: the next one comes after ``IdlePoll.error_pause`` (half a second, doubling to
+   a few seconds while the store keeps failing), and the idle schedule is left where it was.
+
+**Wake.** ``wake()`` ends the idle sleep at once: the API of the same process calls it (through
+``TaskQueue.on_claimable`` and ``wake_one``) when it has just made a task claimable, so a task
+submitted to ``minidb up`` or ``minidb batch serve --workers N`` is claimed in milliseconds, not
+at the next poll. A wake that arrives while a poll is under way is kept, and the worker polls
+again as soon as that poll ends (the poll may have listed before the task's marker existed);
+a worker running a task is not woken (it polls at once when the task ends anyway).
 
 ``stop()`` (SIGTERM in the CLI): stop claiming; a running attempt gets ``shutdown_grace_s`` to
 finish, then is cancelled and released back to ``queued`` without spending an attempt.
@@ -39,6 +47,7 @@ import contextlib
 import dataclasses
 import logging
 import random
+from collections.abc import Sequence
 from typing import Any
 
 from minidb.batch import _machine as m
@@ -95,6 +104,7 @@ class WorkerStatistics:
     lease_lost: int = 0
     heartbeats: int = 0
     store_errors: int = 0
+    wakes: int = 0
 
 
 class Worker:
@@ -115,6 +125,12 @@ class Worker:
         self._registry = registry or TaskTypeRegistry()
         self._rng = rng or random.Random()
         self._stopping = asyncio.Event()
+        self._nudge = asyncio.Event()
+        """Set by ``wake()`` and ``stop()``: ends the idle sleep."""
+        self._woken = False
+        """A wake has arrived that no poll has started to answer yet."""
+        self.state = "polling"
+        """``polling``, ``sleeping`` (between polls) or ``running`` (a task)."""
         self._recheck: dict[str, int] = {}
         self._stats = WorkerStatistics()
         self.polling = asyncio.Event()
@@ -126,12 +142,27 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming; the running attempt finishes within the grace or is released."""
         self._stopping.set()
+        self._nudge.set()
+
+    def wake(self) -> bool:
+        """Poll now rather than at the end of the idle sleep (a task was just made claimable
+        in this process). False, and nothing done, if the worker is running a task or a wake
+        is already pending: another worker should be asked."""
+        if self.state == "running" or self._woken:
+            return False
+        self._woken = True
+        self._stats.wakes += 1
+        self._nudge.set()
+        return True
 
     async def run(self) -> None:
         """Poll and run tasks until ``stop()``."""
-        interval: float | None = None
-        failures = 0
+        empty = 0  # empty polls in a row: the idle schedule's position
+        failures = 0  # polls in a row that failed on the store
         while not self._stopping.is_set():
+            self.state = "polling"
+            self._woken = False  # this poll answers every wake so far
+            self._nudge.clear()
             try:
                 claim = await self._claim_one()
                 failures = 0
@@ -143,16 +174,19 @@ class Worker:
             finally:
                 self.polling.set()
             if claim is not None:
+                self.state = "running"
                 await self._run(claim)
-                interval = self.config.poll.next_interval(interval, True)
+                empty = 0
                 continue
             if failures:
                 sleep = self.config.poll.error_pause(failures, self._rng)
             else:
-                interval = self.config.poll.next_interval(interval, False)
-                sleep = self.config.poll.sleep_for(interval, self._rng)
+                empty += 1
+                sleep = self.config.poll.sleep_for(self.config.poll.interval(empty), self._rng)
+            self.state = "sleeping"
+            # A wake or stop() during the poll has set the nudge already: no sleep then.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), sleep)
+                await asyncio.wait_for(self._nudge.wait(), sleep)
 
     async def _claim_one(self) -> Claim | None:
         """One poll: LIST the due markers and take them in turn until one claims a task. A
@@ -319,3 +353,14 @@ class _Attempt:
             self.worker._stats.lease_lost += 1
             return
         self.worker._stats.failed += 1
+
+
+def wake_one(workers: Sequence[Worker]) -> Worker | None:
+    """Wake one of ``workers`` for a task just made claimable: a sleeping one if there is
+    one, else one that is polling without a wake pending (it polls again after this poll);
+    None if every worker is running a task or already woken (each polls when it is free)."""
+    for wanted in ("sleeping", "polling"):
+        for worker in workers:
+            if worker.state == wanted and worker.wake():
+                return worker
+    return None

@@ -9,6 +9,11 @@ uvicorn's ``should_exit``: it stops accepting, lets the requests in flight finis
 attempt finish within its grace or releases it) and returns 0. uvicorn's own signal capture is
 switched off (it would re-raise the signal after shutdown, turning a clean stop into death by
 SIGTERM); the loop's handlers are ours.
+
+In-process workers are woken by the API itself: the API's ``TaskQueue`` calls ``wake_one``
+whenever it has made a task claimable (submit, retry), so an idle worker of this process
+claims the task at once instead of at its next poll (docs/batch.md, "Pick-up latency"). This
+is what ``minidb up`` runs: its worker lives in this process, beside the API.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Iterator
 import uvicorn
 
 from minidb.batch._queue import TaskQueue
-from minidb.batch._worker import Worker, WorkerConfig
+from minidb.batch._worker import Worker, WorkerConfig, wake_one
 from minidb.batch.api._app import create_app
 from minidb.batch.api._service import ApiSettings
 from minidb.batch.api._tokens import TokenTable
@@ -91,6 +96,7 @@ async def serve(store: ObjectStore, tokens: TokenTable, config: ServeConfig) -> 
             worker_config = dataclasses.replace(
                 config.worker, worker_id=f"{config.worker.worker_id}-{n}")
             workers.append(Worker(TaskQueue(store), worker_config, minidb=config.minidb))
+        queue.on_claimable(lambda _task_id: wake_one(workers))
     loop = asyncio.get_running_loop()
 
     def stop() -> None:
