@@ -25,13 +25,13 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from minidb.batch._backoff import DEFAULT_POLL_CAP_S, DEFAULT_POLL_MIN_S
+
 if TYPE_CHECKING:
     from minidb.objstore import ObjectStore
 
-DEFAULT_POLL_CAP_S = 30.0
 PASSWORD_ENV = "MINIDB_PASSWORD"
 """The server's ``--requirepass`` (``minidb serve`` reads the same variable)."""
-"""The idle poll interval grows from ``--poll-seconds`` up to this (or to it, if larger)."""
 
 
 def register(subparsers: Any) -> None:
@@ -48,8 +48,12 @@ def register(subparsers: Any) -> None:
     worker.add_argument("--worker-id", default=None, help="name in leases (default host-pid)")
     worker.add_argument("--lease-seconds", type=float, default=30.0)
     worker.add_argument("--heartbeat-seconds", type=float, default=10.0)
-    worker.add_argument("--poll-seconds", type=float, default=2.0,
-                        help="poll interval while finding work (grows while idle)")
+    worker.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_MIN_S,
+                        help="wait after the first empty poll that follows work (doubles"
+                        " while idle, up to --poll-max)")
+    worker.add_argument("--poll-max", type=float, default=DEFAULT_POLL_CAP_S,
+                        metavar="SECONDS",
+                        help="poll interval of an idle worker (what a task waits at most)")
     worker.add_argument("--retry-backoff", type=float, default=1.0, metavar="SECONDS",
                         help="base of the retry backoff of failed attempts")
     worker.add_argument("--max-attempts", type=int, default=3,
@@ -97,7 +101,7 @@ def _worker(args: argparse.Namespace) -> int:
             lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
             shutdown_grace_s=args.grace, max_attempts=args.max_attempts,
             poll=IdlePoll(min_s=args.poll_seconds,
-                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
+                          cap_s=max(args.poll_seconds, args.poll_max)),
             retry_backoff=RetryBackoff(base_s=args.retry_backoff),
         )
     except ValueError as exc:
@@ -201,7 +205,8 @@ def _register_serve(commands: Any) -> None:
                        help="largest input CSV accepted (413 above)")
     serve.add_argument("--lease-seconds", type=float, default=30.0)
     serve.add_argument("--heartbeat-seconds", type=float, default=10.0)
-    serve.add_argument("--poll-seconds", type=float, default=2.0)
+    serve.add_argument("--poll-seconds", type=float, default=DEFAULT_POLL_MIN_S)
+    serve.add_argument("--poll-max", type=float, default=DEFAULT_POLL_CAP_S, metavar="SECONDS")
     serve.add_argument("--s3-endpoint", default=None, metavar="URL",
                        help="S3-compatible endpoint (MinIO, moto, R2)")
     serve.set_defaults(handler=_serve)
@@ -233,7 +238,7 @@ def _serve(args: argparse.Namespace) -> int:
             worker_id=f"{socket.gethostname()}-{os.getpid()}",
             lease_s=args.lease_seconds, heartbeat_s=args.heartbeat_seconds,
             poll=IdlePoll(min_s=args.poll_seconds,
-                          cap_s=max(args.poll_seconds, DEFAULT_POLL_CAP_S)),
+                          cap_s=max(args.poll_seconds, args.poll_max)),
         )
         config = ServeConfig(
             host=args.host, port=args.port, workers=args.workers, worker=worker, minidb=address,
