@@ -647,7 +647,7 @@ class LineConnection(Connection):
     def _weigh(self, requests: list[Any]) -> int:
         if not self._frames.extra_weight:  # no frame in the last take: one each
             return len(requests)
-        return sum(len(r.rows) if type(r) is Bulk else 1 for r in requests)
+        return sum(map(self._weight_of, requests))
 
     def _weight_of(self, request: Any) -> int:
         return len(request.rows) if type(request) is Bulk else 1
