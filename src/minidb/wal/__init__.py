@@ -3,8 +3,9 @@
 The format is specified in ``docs/wal-format.md``. The store's data owner uses ``open_log``
 (or ``DurableLog.open`` plus ``replay()``) and the ``CommitLog`` calls ``append``, ``sync``,
 ``wants_checkpoint``, ``checkpoint`` and ``close``; this package knows nothing of the store.
-Records carry operations (``Put``, ``Remove``, ``Expire``, ``Flush``), encoded by ``encode_ops``;
-replay yields them decoded, one list per record.
+Records carry operations (``Put``, ``Remove``, ``Expire``, ``Flush``; for typed values
+``PutContainer``, ``AddElements``, ``RemoveElements``, ``Rename``, ``Copy``), encoded by
+``encode_ops``; replay yields them decoded, one list per record.
 ``minidb.wal.testing`` simulates a power loss underneath the log, for crash-safety tests.
 """
 
@@ -19,10 +20,24 @@ from minidb.wal._durable import (
 from minidb.wal._files import segment_name, snapshot_name
 from minidb.wal._format import FILE_HEADER_SIZE, FileKind, decode_count, encode_header
 from minidb.wal._format import RECORD_HEADER_SIZE as _RECORD_HEADER_SIZE
-from minidb.wal._ops import Expire, Flush, Op, Put, Remove
+from minidb.wal._ops import (
+    KIND_HASH,
+    KIND_SET,
+    AddElements,
+    Copy,
+    Expire,
+    Flush,
+    Op,
+    Put,
+    PutContainer,
+    Remove,
+    RemoveElements,
+    Rename,
+)
 from minidb.wal._payload import (
     PayloadError,
     decode_ops,
+    encode_container,
     encode_groups,
     encode_ops,
     encode_put,
@@ -33,11 +48,11 @@ from minidb.wal._payload import (
 from minidb.wal._seed import Seed, holds_store, segment_copy_records
 
 END_RECORD_BYTES = _RECORD_HEADER_SIZE + 8
-"""Size of the END record that closes a version-2 segment (header plus its u64 count)."""
+"""Size of the END record that closes a segment (header plus its u64 count)."""
 
 
 def segment_header(base: int) -> bytes:
-    """The file header of a version-2 segment whose first record is number ``base``."""
+    """The file header of a segment (current version) whose first record is ``base``."""
     return encode_header(FileKind.SEGMENT, base)
 
 
@@ -46,6 +61,10 @@ __all__ = [
     "DEFAULT_SEGMENT_BYTES",
     "END_RECORD_BYTES",
     "FILE_HEADER_SIZE",
+    "KIND_HASH",
+    "KIND_SET",
+    "AddElements",
+    "Copy",
     "DurableLog",
     "Expire",
     "Flush",
@@ -53,11 +72,15 @@ __all__ = [
     "Op",
     "PayloadError",
     "Put",
+    "PutContainer",
     "Remove",
+    "RemoveElements",
+    "Rename",
     "Seed",
     "WalStatistics",
     "decode_count",
     "decode_ops",
+    "encode_container",
     "encode_groups",
     "encode_ops",
     "encode_put",

@@ -69,6 +69,7 @@ from minidb.wal._files import (
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
     FORMAT_VERSION,
+    LEGACY_VERSION,
     encode_end,
     encode_records,
 )
@@ -262,9 +263,12 @@ class DurableLog:
             self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
             if tail.version != FORMAT_VERSION or tail.sealed:
                 # Never append to an older version's file, nor after an END that closed one
-                # (a crash between closing a segment and creating the next leaves that).
+                # (a crash between closing a segment and creating the next leaves that). An
+                # open version-2 segment is closed with its END first (version 2 frames END
+                # as version 3 does), so it reads as closed, not cut, once another follows.
+                close = not tail.sealed and tail.version != LEGACY_VERSION
                 with _creating(self.directory, segment_name(tail.next_number)):
-                    self._start_segment(tail.next_number, close=False)
+                    self._start_segment(tail.next_number, close=close)
         self._next_number = tail.next_number
         remove(self.directory, recovery.stale_files())
         self._log_bytes = recovery.log_bytes

@@ -3,9 +3,11 @@
 Pure code: bytes in, bytes out, no file system and no asyncio. ``docs/wal-format.md`` is the
 specification; the constants below are its numbers.
 
-A record of version 2 is ``length u32 | type u8 | header_crc u32 | crc u32 | payload``
+A record of versions 2 and 3 is ``length u32 | type u8 | header_crc u32 | crc u32 | payload``
 (little-endian): the header checksum lets a reader recognise a damaged length before trusting
-it. Version 1 (read, and written only by tests) is ``length u32 | crc u32 | type u8 | payload``.
+it. Version 3 differs from version 2 only in what its payloads may hold (typed values, see
+``_payload``). Version 1 (read, and written only by tests) is ``length u32 | crc u32 | type u8 |
+payload``.
 A record's sequence number is not stored: it is the file header's ``base`` plus the record's
 index in the file, and it is covered by ``crc``, so a record in the wrong place fails its check.
 """
@@ -18,11 +20,14 @@ from dataclasses import dataclass
 
 import google_crc32c
 
-FORMAT_VERSION = 2
-"""The version every new file is written in."""
+FORMAT_VERSION = 3
+"""The version every new file is written in: version 2's framing, payloads of typed values."""
+STRINGS_VERSION = 2
+"""The format before typed values: the same framing, payloads of string operations only (still
+read; tests write it to check compatibility)."""
 LEGACY_VERSION = 1
 """The first format, still read (``docs/wal-format.md``, "Version 1 (legacy)")."""
-READABLE_VERSIONS = (LEGACY_VERSION, FORMAT_VERSION)
+READABLE_VERSIONS = (LEGACY_VERSION, STRINGS_VERSION, FORMAT_VERSION)
 MAGIC = b"minidb"
 
 # The writer never frames a payload longer than this, so a longer (verified) length is damage.
@@ -160,11 +165,11 @@ def encode_record(
 ) -> bytes:
     """Frame one record; ``number`` is its sequence number (covered by ``crc``, not stored).
 
-    ``version`` 1 is for tests that write legacy files. Raises ``ValueError`` for a payload
+    ``version`` 1 or 2 is for tests that write older files. Raises ``ValueError`` for a payload
     over the version's maximum.
     """
     length = len(payload)
-    if version == FORMAT_VERSION:
+    if version in (FORMAT_VERSION, STRINGS_VERSION):
         if length > MAX_PAYLOAD_BYTES:
             raise ValueError(f"record payload of {length} bytes exceeds {MAX_PAYLOAD_BYTES}")
         # Inlined checksums: this runs once per appended record.
@@ -204,14 +209,14 @@ def encode_records(first_number: int, payloads: list[bytes]) -> list[bytes]:
 
 
 def encode_end(number: int, count: int, version: int = FORMAT_VERSION) -> bytes:
-    """The END record that closes a snapshot, a manifest or a (version-2) segment the log
-    moved on from, holding ``count`` DATA records."""
+    """The END record that closes a snapshot, a manifest or a (version-2 or later) segment
+    the log moved on from, holding ``count`` DATA records."""
     return encode_record(number, _COUNT.pack(count), RecordType.END, version)
 
 
 def record_header_size(version: int) -> int:
     """The size of a record header in a file of ``version``."""
-    return RECORD_HEADER_SIZE if version == FORMAT_VERSION else V1_RECORD_HEADER_SIZE
+    return V1_RECORD_HEADER_SIZE if version == LEGACY_VERSION else RECORD_HEADER_SIZE
 
 
 def decode_count(payload: bytes) -> int:

@@ -6,6 +6,11 @@ They are *effects*, never commands: an ``INCR`` is logged as the ``Put`` of the 
 produced, and a relative TTL as an absolute expiry time, so that replaying the log reproduces
 the store exactly whenever it is replayed.
 
+Format version 3 adds typed values: a key may hold a container (a hash, a set) instead of a
+string. Its snapshot form is ``PutContainer``; a command's effect on some of its elements is
+``AddElements`` / ``RemoveElements``; a key moved or copied whatever its type is ``Rename`` /
+``Copy``, bounded by the names rather than the value.
+
 Times are milliseconds since the Unix epoch (wall clock), because they must mean the same
 instant after a restart on another boot. ``docs/wal-format.md`` specifies the byte encoding;
 ``_payload`` implements it.
@@ -46,4 +51,61 @@ class Flush(NamedTuple):
     bucket: bytes | None
 
 
-Op = Put | Remove | Expire | Flush
+KIND_HASH = 1
+"""A container of field -> value: its elements are fields and values in turn."""
+KIND_SET = 2
+"""A container of members: elements are members."""
+KINDS = (KIND_HASH, KIND_SET)
+"""The container kinds the format defines so far (3 list, 4 sorted set, 5 stream are reserved)."""
+
+
+class PutContainer(NamedTuple):
+    """Replace the whole state of ``key`` by a container of ``kind`` holding ``elements`` (at
+    least one), with an expiry (None: none). A snapshot's container; a ``*STORE`` result."""
+
+    bucket: bytes
+    key: bytes
+    kind: int
+    elements: tuple[bytes, ...]
+    expire_at_ms: int | None = None
+
+
+class AddElements(NamedTuple):
+    """Add ``elements`` to the container of ``kind`` at ``key`` (hash fields set to values, set
+    members added), creating it without expiry if the key is missing; keeps its expiry."""
+
+    bucket: bytes
+    key: bytes
+    kind: int
+    elements: tuple[bytes, ...]
+
+
+class RemoveElements(NamedTuple):
+    """Remove ``elements`` (hash fields, set members) from the container of ``kind`` at
+    ``key``; a container left empty is deleted with its key."""
+
+    bucket: bytes
+    key: bytes
+    kind: int
+    elements: tuple[bytes, ...]
+
+
+class Rename(NamedTuple):
+    """Move the whole state of ``key`` (value of any type, expiry) to ``new_key`` of the same
+    bucket, replacing what it held."""
+
+    bucket: bytes
+    key: bytes
+    new_key: bytes
+
+
+class Copy(NamedTuple):
+    """Copy the whole state of ``key`` to ``to_key`` of ``to_bucket``, replacing what it held."""
+
+    bucket: bytes
+    key: bytes
+    to_bucket: bytes
+    to_key: bytes
+
+
+Op = Put | Remove | Expire | Flush | PutContainer | AddElements | RemoveElements | Rename | Copy

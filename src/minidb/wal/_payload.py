@@ -1,10 +1,12 @@
-"""The operation payload: how a DATA record's list of ``Op``s is encoded, in both versions.
+"""The operation payload: how a DATA record's list of ``Op``s is encoded, in every version.
 
-Pure code, bytes in and out. ``docs/wal-format.md`` ("Operation payload") is the specification.
-Version 2 carries any bytes exactly: a tag byte per operation, then fixed-size fields, then the
-variable fields each preceded by its u32 length. Version 1 payloads are the line protocol's
-text (``SET <bucket> <key> <value>`` / ``DEL <bucket> <key>``) and are only decoded, byte for
-byte: the value is everything after the third space, nothing is stripped.
+Pure code, bytes in and out. ``docs/wal-format.md`` ("Operation payload", "Typed values") is the
+specification. Versions 2 and 3 carry any bytes exactly: a tag byte per operation, then
+fixed-size fields, then the variable fields each preceded by its u32 length; version 3 adds the
+operations of typed values (tags 6-10: containers, their elements, RENAME and COPY), which a
+version-2 payload may not hold. Version 1 payloads are the line protocol's text (``SET <bucket>
+<key> <value>`` / ``DEL <bucket> <key>``) and are only decoded, byte for byte: the value is
+everything after the third space, nothing is stripped.
 
 A payload that does not decode raises ``PayloadError``; the reader of the log has already
 verified its checksum, so the caller reports it as corruption at the record's offset.
@@ -14,17 +16,39 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from minidb._accelerators import load
 from minidb.wal._coalesce import coalesce
-from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION
-from minidb.wal._ops import Expire, Flush, Op, Put, Remove
+from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION, STRINGS_VERSION
+from minidb.wal._ops import (
+    KIND_HASH,
+    KIND_SET,
+    KINDS,
+    AddElements,
+    Copy,
+    Expire,
+    Flush,
+    Op,
+    Put,
+    PutContainer,
+    Remove,
+    RemoveElements,
+    Rename,
+)
 
 TAG_PUT = 1
 TAG_REMOVE = 2
 TAG_EXPIRE = 3
 TAG_FLUSH = 4
 TAG_FLUSH_ALL = 5
+TAG_PUT_CONTAINER = 6
+TAG_ADD_ELEMENTS = 7
+TAG_REMOVE_ELEMENTS = 8
+TAG_RENAME = 9
+TAG_COPY = 10
+_LAST_STRING_TAG = TAG_FLUSH_ALL
+"""The highest tag a version-2 payload may hold."""
 
 NO_EXPIRY = -(1 << 63)
 """The ``expire_at_ms`` that means "no expiry" (i64 minimum; every other i64 is a time)."""
@@ -34,6 +58,15 @@ _PUT = struct.Struct("<BqIII")  # tag, expire_at_ms, bucket_len, key_len, value_
 _KEYED = struct.Struct("<BII")  # tag, bucket_len, key_len (REMOVE)
 _EXPIRE = struct.Struct("<BqII")  # tag, expire_at_ms, bucket_len, key_len
 _FLUSH = struct.Struct("<BI")  # tag, bucket_len
+_CONTAINER = struct.Struct("<BBqIII")  # tag, kind, expire_at_ms, bucket_len, key_len, count
+_ELEMENTS = struct.Struct("<BBIII")  # tag, kind, bucket_len, key_len, count (ADD/REMOVE)
+_RENAME = struct.Struct("<BIII")  # tag, bucket_len, key_len, new_key_len
+_COPY = struct.Struct("<BIIII")  # tag, bucket_len, key_len, to_bucket_len, to_key_len
+_LENGTH = struct.Struct("<I")
+_pack_length = _LENGTH.pack
+_unpack_length = _LENGTH.unpack_from
+_STEP = {KIND_HASH: 2, KIND_SET: 1}
+"""Elements per unit of each container kind: a hash's field and value go together."""
 _pack_keyed = _KEYED.pack
 
 
@@ -151,7 +184,7 @@ def _expiry(expire_at_ms: int | None) -> int:
 
 
 def encode_ops(ops: Iterable[Op]) -> bytes:
-    """The version-2 payload of one record holding ``ops`` (at least one), applied in order.
+    """The payload (current version) of one record holding ``ops`` (at least one), in order.
 
     Raises ``ValueError`` for no operations, an unrepresentable expiry, or a field of 4 GiB.
     """
@@ -165,24 +198,45 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
     try:
         for op in ops:
             kind = type(op)
+            fields: Any = op  # unpacked by kind below (a union's unpacking types poorly)
             if kind is Put:
-                b, k, v, ms = op  # type: ignore[misc]
+                b, k, v, ms = fields
                 if ms is None:  # the common put (a BULK frame's rows): the prepacked head
                     parts += (_PUT_NO_EXPIRY, pack_lengths(len(b), len(k), len(v)), b, k, v)
                 else:
                     parts += (_PUT.pack(TAG_PUT, _expiry(ms), len(b), len(k), len(v)), b, k, v)
             elif kind is Remove:
-                b, k = op  # type: ignore[misc]
+                b, k = fields
                 parts += (_KEYED.pack(TAG_REMOVE, len(b), len(k)), b, k)
             elif kind is Expire:
-                b, k, ms = op  # type: ignore[misc]
+                b, k, ms = fields
                 parts += (_EXPIRE.pack(TAG_EXPIRE, _expiry(ms), len(b), len(k)), b, k)
             elif kind is Flush:
-                (b,) = op  # type: ignore[misc]
+                (b,) = fields
                 if b is None:
                     parts.append(bytes([TAG_FLUSH_ALL]))
                 else:
                     parts += (_FLUSH.pack(TAG_FLUSH, len(b)), b)
+            elif kind is AddElements or kind is RemoveElements:
+                b, k, code, elements = fields
+                tag = TAG_ADD_ELEMENTS if kind is AddElements else TAG_REMOVE_ELEMENTS
+                _check_elements(code, elements, whole=kind is AddElements)
+                parts += (_ELEMENTS.pack(tag, code, len(b), len(k), len(elements)), b, k)
+                parts += _elements(elements)
+            elif kind is PutContainer:
+                b, k, code, elements, ms = fields
+                _check_elements(code, elements, whole=True)
+                head = _CONTAINER.pack(
+                    TAG_PUT_CONTAINER, code, _expiry(ms), len(b), len(k), len(elements)
+                )
+                parts += (head, b, k)
+                parts += _elements(elements)
+            elif kind is Rename:
+                b, k, n = fields
+                parts += (_RENAME.pack(TAG_RENAME, len(b), len(k), len(n)), b, k, n)
+            elif kind is Copy:
+                b, k, tb, tk = fields
+                parts += (_COPY.pack(TAG_COPY, len(b), len(k), len(tb), len(tk)), b, k, tb, tk)
             else:
                 raise ValueError(f"not an operation: {op!r}")
     except struct.error as exc:
@@ -192,11 +246,84 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
     return b"".join(parts)
 
 
+def _elements(elements: tuple[bytes, ...]) -> list[bytes]:
+    """Each element with its u32 length before it."""
+    pack = _pack_length
+    parts: list[bytes] = []
+    for element in elements:
+        parts += (pack(len(element)), element)
+    return parts
+
+
+def _check_elements(kind: int, elements: tuple[bytes, ...], *, whole: bool) -> None:
+    # What the decoder refuses, refused before it is written: an unknown kind, no elements, a
+    # hash's field without its value (``whole``: the elements are units, not only fields).
+    if kind not in KINDS:
+        raise ValueError(f"unknown container kind {kind}")
+    if not elements:
+        raise ValueError("a container operation holds at least one element")
+    if whole and len(elements) % _STEP[kind]:
+        raise ValueError(f"{len(elements)} elements do not make whole units of kind {kind}")
+
+
+CONTAINER_CHUNK_BYTES = 64 * 1024
+"""Encoded elements after which ``encode_container`` ends an operation and starts the next
+(``docs/wal-format.md``, "Snapshots"), so no operation grows with one container's size."""
+
+
+def encode_container(
+    bucket: bytes,
+    key: bytes,
+    kind: int,
+    elements: Iterable[bytes],
+    expire_at_ms: int | None = None,
+    limit: int = CONTAINER_CHUNK_BYTES,
+) -> Iterator[bytes]:
+    """The payloads that write one whole container into a snapshot: a ``PutContainer`` of its
+    first ``limit`` bytes of elements, then ``AddElements`` of the rest, ``limit`` bytes each
+    (a hash's field and value never apart). ``elements`` are flattened as in the ops and must
+    not be empty. Each payload is whole operations; join them freely."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown container kind {kind}")
+    ms = _expiry(expire_at_ms)
+    step = _STEP[kind]
+    pack = _pack_length
+    blen, klen = len(bucket), len(key)
+    first = True
+    parts: list[bytes] = []
+    size = count = 0
+    for element in elements:
+        parts += (pack(len(element)), element)
+        size += 4 + len(element)
+        count += 1
+        if size >= limit and count % step == 0:
+            if first:
+                head = _CONTAINER.pack(TAG_PUT_CONTAINER, kind, ms, blen, klen, count)
+            else:
+                head = _ELEMENTS.pack(TAG_ADD_ELEMENTS, kind, blen, klen, count)
+            yield b"".join((head, bucket, key, *parts))
+            first = False
+            parts = []
+            size = count = 0
+    if count % step:
+        raise ValueError(f"{count} elements do not make whole units of kind {kind}")
+    if count:
+        if first:
+            head = _CONTAINER.pack(TAG_PUT_CONTAINER, kind, ms, blen, klen, count)
+        else:
+            head = _ELEMENTS.pack(TAG_ADD_ELEMENTS, kind, blen, klen, count)
+        yield b"".join((head, bucket, key, *parts))
+    elif first:
+        raise ValueError("a container holds at least one element")
+
+
 def decode_ops(payload: bytes, version: int = FORMAT_VERSION) -> list[Op]:
     """The operations of one DATA payload of a file of format ``version``; ``PayloadError`` if
     it does not decode."""
     if version == FORMAT_VERSION:
-        return _decode_v2(payload)
+        return _decode_v2(payload, TAG_COPY)
+    if version == STRINGS_VERSION:
+        return _decode_v2(payload, _LAST_STRING_TAG)
     if version == LEGACY_VERSION:
         return [_decode_v1(payload)]
     raise PayloadError(f"unknown format version {version}", 0)
@@ -219,7 +346,8 @@ _unpack_put = _PUT.unpack_from
 _PUT_SIZE = _PUT.size
 
 
-def _decode_v2(payload: bytes) -> list[Op]:
+def _decode_v2(payload: bytes, last_tag: int) -> list[Op]:
+    """A payload of version 2 (``last_tag`` 5: strings only) or 3 (every tag)."""
     size = len(payload)
     if not size:
         raise PayloadError("empty payload: a record holds at least one operation", 0)
@@ -274,9 +402,75 @@ def _decode_v2(payload: bytes) -> list[Op]:
         elif tag == TAG_FLUSH_ALL:
             pos += 1
             ops.append(Flush(None))
-        else:
+        elif tag > last_tag:
             raise PayloadError(f"unknown operation tag {tag}", start)
+        else:
+            pos = _decode_typed(payload, pos, ops)
     return ops
+
+
+def _decode_typed(payload: bytes, pos: int, ops: list[Op]) -> int:
+    """Decode the version-3 operation at ``pos`` into ``ops``; where the next one starts."""
+    tag = payload[pos]
+    if tag in (TAG_PUT_CONTAINER, TAG_ADD_ELEMENTS, TAG_REMOVE_ELEMENTS):
+        if tag == TAG_PUT_CONTAINER:
+            _, kind, ms, blen, klen, count = _fixed(_CONTAINER, payload, pos)
+            at = pos + _CONTAINER.size
+        else:
+            _, kind, blen, klen, count = _fixed(_ELEMENTS, payload, pos)
+            ms, at = NO_EXPIRY, pos + _ELEMENTS.size
+        if kind not in KINDS:
+            raise PayloadError(f"unknown container kind {kind}", pos)
+        if count == 0:
+            raise PayloadError("a container operation without elements", pos)
+        if tag != TAG_REMOVE_ELEMENTS and count % _STEP[kind]:
+            raise PayloadError(f"{count} elements do not make whole units of kind {kind}", pos)
+        bucket = _take(payload, at, blen, "bucket")
+        key = _take(payload, at + blen, klen, "key")
+        elements, end = _take_elements(payload, at + blen + klen, count)
+        if tag == TAG_PUT_CONTAINER:
+            expiry = None if ms == NO_EXPIRY else ms
+            ops.append(PutContainer(bucket, key, kind, elements, expiry))
+        elif tag == TAG_ADD_ELEMENTS:
+            ops.append(AddElements(bucket, key, kind, elements))
+        else:
+            ops.append(RemoveElements(bucket, key, kind, elements))
+        return end
+    if tag == TAG_RENAME:
+        _, blen, klen, nlen = _fixed(_RENAME, payload, pos)
+        at = pos + _RENAME.size
+        bucket = _take(payload, at, blen, "bucket")
+        key = _take(payload, at + blen, klen, "key")
+        new_key = _take(payload, at + blen + klen, nlen, "new key")
+        ops.append(Rename(bucket, key, new_key))
+        return at + blen + klen + nlen
+    if tag == TAG_COPY:
+        _, blen, klen, tblen, tklen = _fixed(_COPY, payload, pos)
+        at = pos + _COPY.size
+        bucket = _take(payload, at, blen, "bucket")
+        key = _take(payload, at + blen, klen, "key")
+        to_bucket = _take(payload, at + blen + klen, tblen, "target bucket")
+        to_key = _take(payload, at + blen + klen + tblen, tklen, "target key")
+        ops.append(Copy(bucket, key, to_bucket, to_key))
+        return at + blen + klen + tblen + tklen
+    raise PayloadError(f"unknown operation tag {tag}", pos)
+
+
+def _take_elements(payload: bytes, pos: int, count: int) -> tuple[tuple[bytes, ...], int]:
+    """``count`` length-prefixed elements from ``pos``, and where they end."""
+    size = len(payload)
+    unpack = _unpack_length
+    elements = []
+    for _ in range(count):
+        if pos + 4 > size:
+            raise PayloadError("element length cut short", pos)
+        (length,) = unpack(payload, pos)
+        end = pos + 4 + length
+        if end > size:
+            raise PayloadError(f"element of {length} bytes runs past the end", pos)
+        elements.append(payload[pos + 4 : end])
+        pos = end
+    return tuple(elements), pos
 
 
 def _decode_v1(payload: bytes) -> Op:
@@ -322,4 +516,19 @@ def describe(ops: Iterable[Op]) -> str:
             words.append(f"PERSIST {where}" if ms is None else f"EXPIRE {where} {ms}")
         elif type(op) is Flush:
             words.append("FLUSHALL" if op.bucket is None else f"FLUSH {escape(op.bucket)}")
+        elif type(op) is PutContainer or type(op) is AddElements or type(op) is RemoveElements:
+            put, add, remove = _KIND_WORDS[op.kind]
+            verb = put if type(op) is PutContainer else add if type(op) is AddElements else remove
+            text = " ".join([verb, escape(op.bucket), escape(op.key), *map(escape, op.elements)])
+            ms = op.expire_at_ms if type(op) is PutContainer else None
+            words.append(text if ms is None else f"{text} PXAT {ms}")
+        elif type(op) is Rename:
+            words.append(f"RENAME {escape(op.bucket)} {escape(op.key)} {escape(op.new_key)}")
+        elif type(op) is Copy:
+            names = (op.bucket, op.key, op.to_bucket, op.to_key)
+            words.append("COPY " + " ".join(map(escape, names)))
     return " ; ".join(words)
+
+
+_KIND_WORDS = {KIND_HASH: ("PUTHASH", "HSET", "HDEL"), KIND_SET: ("PUTSET", "SADD", "SREM")}
+"""How ``describe`` names the container operations of each kind: put, add, remove."""

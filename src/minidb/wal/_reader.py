@@ -10,19 +10,26 @@ Version 2 judges by scanning: a bad record is torn only if no record header that
 (``record_header_after``) follows it. Version 1 has no header checksum, so it keeps its
 zero-bytes rule and adds one scan: a length that runs past the end of the file is damage if an
 intact record for a following sequence number starts later (``v1_record_after``).
+
+The plainly valid common case (whole DATA records whose checksums are right, of a file framed as
+version 2 and later) is read in C when the accelerator ``minidb.wal._creader`` is built:
+``RecordReader.skip_plain`` and ``decode_plain`` move the reader past such a run, and the
+iteration (the reference) reads whatever follows it, so every judgement stays in Python.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from typing import NamedTuple, NoReturn
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple, NoReturn
 
 import google_crc32c
 
+from minidb._accelerators import load
 from minidb.wal._format import (
     FILE_HEADER_SIZE,
     FORMAT_VERSION,
+    LEGACY_VERSION,
     MAX_PAYLOAD_BYTES,
     RECORD_HEADER_SIZE,
     V1_MAX_PAYLOAD_BYTES,
@@ -59,6 +66,16 @@ _V1_TYPE_OFFSET = 8
 V1_SCAN_NUMBERS = 16
 """How many following sequence numbers a version-1 candidate record is checked against: damage
 swallowing more records than this before the next intact one looks torn (a documented limit)."""
+
+
+_creader = load("minidb.wal._creader")
+_ScanRun = Callable[[bytes, int, int, int], tuple[int, int]]
+_DecodeRun = Callable[[bytes, int, int, int, tuple[Any, ...]], tuple[list[Any], int]]
+_scan_run: _ScanRun | None = None if _creader is None else _creader.scan_run
+_decode_run: _DecodeRun | None = None if _creader is None else _creader.decode_run
+ACCELERATED = _creader is not None
+"""Whether ``RecordReader.skip_plain`` and ``decode_plain`` run (in C); without the accelerator
+they take nothing and the iteration reads every record."""
 
 
 class Record(NamedTuple):
@@ -188,7 +205,7 @@ class RecordReader:
         self.sealed = False  # a segment closed by its END record (set by ``segment_records``)
 
     def __iter__(self) -> Iterator[Record]:
-        return self._iter_v2() if self.version == FORMAT_VERSION else self._iter_v1()
+        return self._iter_v1() if self.version == LEGACY_VERSION else self._iter_v2()
 
     def _iter_v2(self) -> Iterator[Record]:
         # The checksums are computed inline (the same as ``header_checksum`` and
@@ -223,7 +240,7 @@ class RecordReader:
             payload = bytes(buf[pos + RECORD_HEADER_SIZE : end])
             if _extend(0, _pack_number_and_type(number, rtype) + payload) != crc:
                 self._judge(pos, end, f"checksum mismatch in record {number}")
-            yield Record(number, pos, known, payload, FORMAT_VERSION)
+            yield Record(number, pos, known, payload, self.version)
             pos = end
             number += 1
             self.good_offset = pos
@@ -286,6 +303,40 @@ class RecordReader:
             raise Malformed("zero-filled tail", offset=pos, torn=True)
         raise Malformed(reason, offset=pos)
 
+    def _plain(self) -> bool:
+        # The accelerator reads the framing of version 2 and later (a 13-byte record header).
+        return _creader is not None and record_header_size(self.version) == RECORD_HEADER_SIZE
+
+    def skip_plain(self, limit: int | None = None) -> int:
+        """Move past up to ``limit`` (default: all) DATA records that are plainly valid (whole,
+        header and record checksums right) from where the reader stands, in C, as iterating
+        would, without handing them out; how many. It stops before anything else (an END
+        record, damage, a record cut short), which the iteration then reads and judges; without
+        the accelerator, or in a version-1 file, it takes nothing."""
+        if _scan_run is None or not self._plain():
+            return 0
+        size = len(self._buf)
+        self.good_offset, taken = _scan_run(
+            self._buf, self.good_offset, self.base + self.count, size if limit is None else limit
+        )
+        self.count += taken
+        return taken
+
+    def decode_plain(self, limit: int, spec: tuple[Any, ...]) -> list[Any]:
+        """``skip_plain``, handing out the records passed, each decoded: ``entry(number, offset,
+        ops)`` (``spec`` is ``(entry, put, remove, expire, flush, decode, decode_error)``: the
+        named tuples to build, and the payload decoder of this file's version with the error it
+        raises). Payloads C does not decode go to ``decode``; if it raises ``decode_error`` the
+        run stops before that record, for the iteration to read and refuse. [] without the
+        accelerator, in a version-1 file, or when the next record is not plainly valid."""
+        if _decode_run is None or not self._plain():
+            return []
+        entries, self.good_offset = _decode_run(
+            self._buf, self.good_offset, self.base + self.count, limit, spec
+        )
+        self.count += len(entries)
+        return entries
+
 
 def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Record]]:
     """The reader and the DATA records of a log segment whose header is checked against ``base``.
@@ -313,7 +364,7 @@ def segment_records(buf: bytes, base: int) -> tuple[RecordReader, Iterator[Recor
             if record.type is RecordType.DATA:
                 yield record
                 continue
-            if header.version != FORMAT_VERSION:
+            if header.version == LEGACY_VERSION:
                 raise Malformed("END record in a version-1 log segment", offset=record.offset)
             _check_end(record, reader.count)
             end = record.offset + RECORD_HEADER_SIZE + len(record.payload)
@@ -341,20 +392,37 @@ def closed_records(buf: bytes, kind: FileKind, base: int | None = None) -> Itera
     Every problem is fatal here, so ``Malformed`` is raised with ``torn`` cleared: a snapshot or
     manifest is only ever renamed into place complete, so an incomplete one is damage.
     """
+    _, records = closed_reader(buf, kind, base)
+    yield from records
+
+
+def closed_reader(
+    buf: bytes, kind: FileKind, base: int | None = None
+) -> tuple[RecordReader, Iterator[Record]]:
+    """``closed_records`` with its reader, which may be moved on (``skip_plain``) before the
+    records are taken: the header is checked here, the rest as the records are read."""
     try:
         header = decode_header(buf, kind)
         if base is not None and header.base != base:
             raise Malformed(
                 f"header base {header.base} does not match the file name's {base}", offset=0
             )
-        # Records of a closed file are numbered from 0: only segments continue the log's count.
-        reader = RecordReader(buf, 0, version=header.version)
+    except Malformed as exc:
+        exc.torn = False
+        raise
+    # Records of a closed file are numbered from 0: only segments continue the log's count.
+    reader = RecordReader(buf, 0, version=header.version)
+    return reader, _closed_data(reader, header.version, len(buf))
+
+
+def _closed_data(reader: RecordReader, version: int, size: int) -> Iterator[Record]:
+    try:
         for record in reader:
             if record.type is RecordType.END:
                 # The reader counts a record after handing it out: here, the records before END.
                 _check_end(record, reader.count)
-                end = record.offset + record_header_size(header.version) + len(record.payload)
-                if end != len(buf):
+                end = record.offset + record_header_size(version) + len(record.payload)
+                if end != size:
                     raise Malformed("bytes after the END record", offset=end)
                 return
             yield record

@@ -12,19 +12,20 @@ passed its checksum but does not decode is refused like any other damage, by rep
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from minidb.errors import CorruptionError
-from minidb.wal._checkpoint import snapshot_records
+from minidb.wal._checkpoint import snapshot_reader
 from minidb.wal._files import MANIFEST_NAME, Listing, list_dir, mapped, segment_name, snapshot_name
-from minidb.wal._format import FORMAT_VERSION, Malformed, peek_version
+from minidb.wal._format import FORMAT_VERSION, STRINGS_VERSION, Malformed, peek_version
 from minidb.wal._manifest import Manifest, decode_manifest
-from minidb.wal._ops import Op
+from minidb.wal._ops import Expire, Flush, Op, Put, Remove
 from minidb.wal._payload import PayloadError, decode_ops
-from minidb.wal._reader import Record, segment_records
+from minidb.wal._reader import Record, RecordReader, segment_records
 
 
 class Entry(NamedTuple):
@@ -33,6 +34,19 @@ class Entry(NamedTuple):
     number: int
     offset: int
     ops: list[Op]
+
+
+PLAIN_RUN_RECORDS = 128
+"""Records decoded in C per call (``RecordReader.decode_plain``) while replaying: enough that
+the call costs nothing a record, few enough that a run's objects stay small."""
+
+
+@functools.cache
+def _decode_spec(version: int) -> tuple[Any, ...]:
+    """What ``decode_plain`` builds records of a file of ``version`` with, and the decoder it
+    hands the payloads it does not decode (operations C does not know, damage)."""
+    decode = functools.partial(decode_ops, version=version)
+    return (Entry, Put, Remove, Expire, Flush, decode, PayloadError)
 
 
 @dataclass
@@ -63,8 +77,9 @@ class Tail:
 
 
 def _unsealed(report: FileReport) -> bool:
-    """A version-2 segment that another follows but that was not closed: it was cut."""
-    return report.version == FORMAT_VERSION and not report.sealed
+    """A segment of version 2 or later that another follows but that was not closed: it was
+    cut (version 1 closed nothing)."""
+    return report.version in (STRINGS_VERSION, FORMAT_VERSION) and not report.sealed
 
 
 class Recovery:
@@ -189,6 +204,16 @@ class Recovery:
             reason = f"record {record.number} does not decode: {exc}"
             raise self._corrupt(report, Malformed(reason, offset=record.offset)) from None
 
+    def _plain_entries(self, report: FileReport, reader: RecordReader) -> Iterator[Entry]:
+        """The records from where ``reader`` stands that are plainly valid, decoded in C (none
+        without the accelerator): what ``_decoded`` makes of them. The reference loop after it
+        reads the rest of the file, from the first record C left (an END, damage, a payload that
+        does not decode), so every refusal is the Python reader's."""
+        spec = _decode_spec(reader.version)
+        while entries := reader.decode_plain(PLAIN_RUN_RECORDS, spec):
+            report.records += len(entries)
+            yield from entries
+
     def _snapshot(self, base: int) -> Iterator[Entry]:
         name = snapshot_name(base)
         if base not in self.listing.snapshots:
@@ -198,7 +223,9 @@ class Recovery:
         with mapped(self._path(name)) as buf:
             report.size, report.version = len(buf), peek_version(buf)
             try:
-                for record in snapshot_records(buf, base):
+                reader, records = snapshot_reader(buf, base)
+                yield from self._plain_entries(report, reader)
+                for record in records:
                     entry = self._decoded(report, record)
                     report.records += 1
                     yield entry
@@ -218,6 +245,7 @@ class Recovery:
             try:
                 reader, records = segment_records(buf, base)
                 version = reader.version
+                yield from self._plain_entries(report, reader)
                 for record in records:
                     entry = self._decoded(report, record)
                     report.records += 1
