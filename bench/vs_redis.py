@@ -1,30 +1,35 @@
-"""minidb's RESP listener against Debian's redis-server, with the same redis-benchmark matrix.
+"""minidb's RESP listener against Debian's redis-server, with the same redis-benchmark matrix,
+judged against issue 18's goals.
 
-Both servers start on free ports with fresh data dirs, in matching durability policies:
-
-=============  ==========================================  =================================
-policy         redis-server                                minidb serve
-=============  ==========================================  =================================
-always         ``--appendonly yes --appendfsync always``   ``--fsync always`` (the default)
-everysec       ``--appendonly yes --appendfsync everysec`` ``--fsync everysec``
-no             ``--appendonly yes --appendfsync no``       ``--fsync no``
-=============  ==========================================  =================================
-
-(``--save ''`` for Redis throughout: no RDB snapshots.) Two more peers run the same matrix
-in the same policies, interleaved with the others: ``asyncio`` and ``uvloop``, a naive RESP
-server (``bench/_naive_resp.py``: a ``Protocol``, a dict, one write per read, a per-turn group
-commit) on stock asyncio and on uvloop. They are the ceiling of CPython on this machine: what
-a server without minidb's data owner, admission control, timeouts, metrics and log format
-reaches, so the table shows how far each Redis ratio is from what Python can do at all.
+The servers and their durability policies are ``bench/_peers.py``'s: redis-server with
+``--appendonly yes --appendfsync P --save ''`` against ``minidb serve --fsync P``, fresh data
+dirs, for P in always, everysec and no. Two more peers run the same matrix in the same
+policies, interleaved with the others: ``asyncio`` and ``uvloop``, a naive RESP server
+(``bench/_naive_resp.py``: a ``Protocol``, a dict, one write per read, a per-turn group commit)
+on stock asyncio and on uvloop. They are the ceiling of CPython on this machine: what a server
+without minidb's data owner, admission control, timeouts, metrics and log format reaches, so
+the table shows how far each Redis ratio is from what Python can do at all.
 
 If this minidb has no ``--fsync`` flag, only the ``always`` row is run, since minidb's default
 syncs every group, and the table says so. Each cell is ``redis-benchmark -t set,get -n N -c 50
--P depth --csv``; the servers are run interleaved (Redis, minidb, asyncio, uvloop, Redis ...)
-for ``--rounds`` rounds and the median is printed with the ratio to Redis, plus WAL appends per
-fdatasync from minidb's /metrics.
+-P depth --csv`` (depths 1 and 16); per policy the servers run interleaved for ``--rounds``
+rounds, each round in a rotated order (Redis, minidb, asyncio, uvloop; then minidb, asyncio,
+uvloop, Redis; ...), and the median is printed with the ratio to Redis, plus WAL appends per
+fdatasync from minidb's /metrics. ``MINIDB_PURE_PYTHON`` is unset for the servers, and the
+table's header names the C accelerators the minidb server had loaded.
 
-Run: ``PYTHONPATH=src python bench/vs_redis.py [--requests 100000] [--rounds 3]`` (build the C
-accelerators first: ``python setup.py build_ext --inplace``).
+The goals block at the end takes each of the issue's goals, its cells' ratios and MET or NOT
+MET (a goal over "GET" or "SET" holds in every policy run; "durable" is ``always``). The
+throughput goals ask for ``-n 100000`` or more and ``-c 50``; with other settings the verdicts
+are printed but marked as not the goals' setting. The instructions goal (at most 2x Redis's
+instructions per request at ``-P 16``) is judged from ``bench/instructions.py``'s callgrind
+counts: ``--instructions`` runs only those, ``--all`` the matrix and then those.
+
+Run (build the C accelerators first: ``python setup.py build_ext --inplace``)::
+
+    PYTHONPATH=src python bench/vs_redis.py                 # -n 100000 -c 50, 3 rounds
+    PYTHONPATH=src python bench/vs_redis.py --instructions  # callgrind, fsync no
+    PYTHONPATH=src python bench/vs_redis.py --all           # both, one goals block
 """
 
 from __future__ import annotations
@@ -32,128 +37,82 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import os
-import re
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from dataclasses import dataclass
 
-POLICIES = ("always", "everysec", "no")
+import instructions
+from _peers import (
+    PEERS,
+    POLICIES,
+    accelerators_line,
+    machine,
+    minidb_has_fsync,
+    start_peer,
+    unset_pure_python,
+)
+
 DEPTHS = (1, 16)
 TESTS = ("SET", "GET")
-CLIENTS = 50
-START_TIMEOUT_S = 30.0
-BENCH_TIMEOUT_S = 300.0
+BENCH_TIMEOUT_S = 600.0
+GOAL_REQUESTS = 100_000
+GOAL_CLIENTS = 50
+INSTRUCTIONS_GOAL = 2.0  # minidb's instructions per request at -P 16, at most this x Redis's
+
+SYNCS = {"everysec": "(1 sync/s)", "no": "(no syncs)"}  # appends/sync where it means nothing
+Cell = tuple[str, int, str]  # (policy, depth, test)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+@dataclass(frozen=True)
+class Goal:
+    """minidb / Redis in requests/s at ``depth`` for ``test``, at least ``at_least`` in each
+    of ``policies``."""
+
+    depth: int
+    test: str
+    at_least: float
+    policies: tuple[str, ...] = POLICIES
+    durable: bool = False
+
+    def label(self) -> str:
+        return f"-P {self.depth:<2} {'durable ' if self.durable else ''}{self.test}"
+
+
+GOALS = (
+    Goal(1, "GET", 0.9),
+    Goal(1, "SET", 0.9),
+    Goal(1, "SET", 1.0, ("always",), durable=True),
+    Goal(16, "GET", 0.6),
+    Goal(16, "SET", 0.5),
+    Goal(16, "SET", 0.6, ("always",), durable=True),
+)
 
 
 @dataclass
-class Peer:
-    name: str
-    proc: subprocess.Popen[bytes]
-    port: int
-    data_dir: tempfile.TemporaryDirectory[str]
-    metrics_port: int | None = None
+class Matrix:
+    """Requests/s per round by cell and server, and minidb's WAL appends per sync."""
 
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=5)
-        self.data_dir.cleanup()
+    requests: int
+    clients: int
+    rounds: int
+    peers: list[str]
+    with_fsync: bool
+    results: dict[Cell, dict[str, list[float]]]
+    per_sync: dict[tuple[str, int], list[float]]
+    accelerators: list[str]
 
-    def wal_figures(self) -> tuple[float, float]:
-        """(appends, syncs) from minidb's /metrics."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            text = response.read().decode()
-        appends = float(re.search(r"^minidb_wal_appends_total (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
-        syncs = float(re.search(r"^minidb_wal_syncs_total (\S+)$", text, re.M).group(1))  # type: ignore[union-attr]
-        return appends, syncs
+    def median(self, cell: Cell, server: str) -> float:
+        return statistics.median(self.results[cell][server])
+
+    def ratio(self, cell: Cell, server: str = "minidb") -> float:
+        return self.median(cell, server) / self.median(cell, "redis")
 
 
-def wait_port(port: int, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server exited {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("server did not start in time")
-
-
-def start_redis(policy: str) -> Peer:
-    data = tempfile.TemporaryDirectory(prefix="vs-redis-")
-    port = free_port()
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", data.name, "--save", "",
-            "--appendonly", "yes", "--appendfsync", policy, "--daemonize", "no"]  # fmt: skip
-    proc = subprocess.Popen([shutil.which("redis-server") or "redis-server", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    wait_port(port, proc)
-    return Peer("redis", proc, port, data)
-
-
-NAIVE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_naive_resp.py")
-PEERS = ("redis", "minidb", "asyncio", "uvloop")
-
-
-def start_naive(policy: str, flavour: str) -> Peer:
-    data = tempfile.TemporaryDirectory(prefix=f"vs-{flavour}-")
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, NAIVE, str(port), data.name, policy, flavour],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    wait_port(port, proc)
-    return Peer(flavour, proc, port, data)
-
-
-def start_peer(name: str, policy: str, with_fsync: bool) -> Peer:
-    if name == "redis":
-        return start_redis(policy)
-    if name == "minidb":
-        return start_minidb(policy, with_fsync)
-    return start_naive(policy, name)
-
-
-def minidb_has_fsync() -> bool:
-    command = [sys.executable, "-m", "minidb", "serve", "--help"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    return "--fsync" in done.stdout
-
-
-def start_minidb(policy: str, with_fsync: bool) -> Peer:
-    data = tempfile.TemporaryDirectory(prefix="vs-minidb-")
-    port, metrics = free_port(), free_port()
-    args = ["serve", "--port", "0", "--resp-port", str(port), "--metrics-port", str(metrics),
-            "--data-dir", data.name]  # fmt: skip
-    if with_fsync:
-        args += ["--fsync", policy]
-    proc = subprocess.Popen([sys.executable, "-m", "minidb", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    wait_port(port, proc)
-    wait_port(metrics, proc)  # it may open after the RESP listener on a loaded machine
-    return Peer("minidb", proc, port, data, metrics)
-
-
-def run_benchmark(port: int, depth: int, requests: int) -> dict[str, float]:
+def run_benchmark(port: int, depth: int, requests: int, clients: int) -> dict[str, float]:
     done = subprocess.run(
         ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests),
-         "-c", str(CLIENTS), "-P", str(depth), "--csv"],
+         "-c", str(clients), "-P", str(depth), "--csv"],
         capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, check=False,
     )  # fmt: skip
     if done.returncode != 0:
@@ -162,13 +121,125 @@ def run_benchmark(port: int, depth: int, requests: int) -> dict[str, float]:
     return {row[0]: float(row[1]) for row in rows[1:] if row and row[0] in TESTS}
 
 
+def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int,
+               clients: int, with_fsync: bool) -> Matrix:  # fmt: skip
+    matrix = Matrix(requests, clients, rounds, peers, with_fsync, {}, {}, [])
+    for policy in policies:
+        for round_ in range(rounds):
+            turn = round_ % len(peers)
+            for name in peers[turn:] + peers[:turn]:
+                peer = start_peer(name, policy, with_fsync)
+                try:
+                    for depth in DEPTHS:
+                        before = peer.wal_figures() if peer.metrics_port else (0.0, 0.0)
+                        for test, rps in run_benchmark(peer.port, depth, requests,
+                                                       clients).items():  # fmt: skip
+                            matrix.results.setdefault((policy, depth, test), {}).setdefault(
+                                name, []).append(rps)  # fmt: skip
+                        if peer.metrics_port:
+                            after = peer.wal_figures()
+                            syncs = after[1] - before[1]
+                            ratio = (after[0] - before[0]) / syncs if syncs else float("nan")
+                            matrix.per_sync.setdefault((policy, depth), []).append(ratio)
+                    if name == "minidb" and not matrix.accelerators:
+                        matrix.accelerators = peer.accelerators()
+                finally:
+                    peer.stop()
+    return matrix
+
+
+def print_matrix(matrix: Matrix) -> None:
+    print(f"# redis-benchmark -t set,get -n {matrix.requests} -c {matrix.clients}; median of "
+          f"{matrix.rounds} interleaved rounds, requests/s")  # fmt: skip
+    print(accelerators_line(matrix.accelerators))
+    if not matrix.with_fsync:
+        print("# this minidb has no --fsync flag: its default (sync every group) vs "
+              "appendfsync always only")
+    naive = matrix.peers[2:]
+    print(f"{'policy':<9} {'depth':>5} {'test':<4} {'redis':>10} {'minidb':>10} {'ratio':>6}"
+          + "".join(f" {n:>9} {n[:5] + '/r':>7}" for n in naive)
+          + f" {'appends/sync':>12}")  # fmt: skip
+    for cell in sorted(matrix.results):
+        policy, depth, test = cell
+        appends = (f"{statistics.median(matrix.per_sync[policy, depth]):.1f}"
+                   if policy == "always" else SYNCS[policy])  # fmt: skip
+        others = "".join(f" {matrix.median(cell, n):>9.0f} {matrix.ratio(cell, n):>7.2f}"
+                         for n in naive)  # fmt: skip
+        print(f"{policy:<9} {depth:>5} {test:<4} {matrix.median(cell, 'redis'):>10.0f} "
+              f"{matrix.median(cell, 'minidb'):>10.0f} {matrix.ratio(cell):>6.2f}{others} "
+              f"{appends:>12}")  # fmt: skip
+
+
+def throughput_verdicts(matrix: Matrix | None) -> list[tuple[str, str, str]]:
+    """(goal, measured, verdict) for each throughput goal."""
+    rows = []
+    caveats = []
+    if matrix is not None:
+        if matrix.requests < GOAL_REQUESTS:
+            caveats.append(f"-n {matrix.requests} < {GOAL_REQUESTS}")
+        if matrix.clients != GOAL_CLIENTS:
+            caveats.append(f"-c {matrix.clients}, not {GOAL_CLIENTS}")
+        if not matrix.with_fsync:
+            caveats.append("minidb without --fsync")
+    for goal in GOALS:
+        label = f"{goal.label()} >= {goal.at_least:.1f}x Redis"
+        if matrix is None:
+            rows.append((label, "not run (--instructions: the counts only)", "-"))
+            continue
+        cells = [(p, goal.depth, goal.test) for p in goal.policies]
+        ratios = {cell[0]: matrix.ratio(cell) for cell in cells if cell in matrix.results}
+        measured = "  ".join(f"{p} {r:.2f}" for p, r in ratios.items())
+        absent = [p for p in goal.policies if p not in ratios]
+        if not ratios:
+            rows.append((label, f"not run (policy {', '.join(absent)})", "-"))
+            continue
+        met = all(r >= goal.at_least for r in ratios.values())
+        verdict = "MET" if met else "NOT MET"
+        notes = caveats + ([f"{', '.join(absent)} not run"] if absent else [])
+        if notes:
+            verdict += f" (not the goals' setting: {'; '.join(notes)})"
+        rows.append((label, measured, verdict))
+    return rows
+
+
+def instruction_verdicts(counts: instructions.Counts | None) -> list[tuple[str, str, str]]:
+    """(goal, measured, verdict) for the instructions goal, GET and SET."""
+    rows = []
+    for test in ("GET", "SET"):
+        label = f"-P 16 {test} instructions <= {INSTRUCTIONS_GOAL:.1f}x Redis"
+        if counts is None:
+            rows.append((label, "not run (--instructions or --all)", "-"))
+            continue
+        ratio = counts.ratio("minidb", 16, test)
+        minidb, redis = (counts.per_request[s, 16, test] for s in ("minidb", "redis"))
+        measured = f"{ratio:.2f}x ({minidb:,.0f} vs {redis:,.0f}, fsync {counts.policy})"
+        rows.append((label, measured, "MET" if ratio <= INSTRUCTIONS_GOAL else "NOT MET"))
+    return rows
+
+
+def print_goals(rows: list[tuple[str, str, str]]) -> None:
+    print("\n# goals (issue 18): minidb against Redis in the same fsync policy")
+    width = max(len(goal) for goal, _, _ in rows)
+    measured_width = max(len(measured) for _, measured, _ in rows)
+    for goal, measured, verdict in rows:
+        print(f"{goal:<{width}}  {measured:<{measured_width}}  {verdict}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=GOAL_REQUESTS)
+    parser.add_argument("--clients", type=int, default=GOAL_CLIENTS)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="servers to run (redis and minidb always)")  # fmt: skip
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--instructions", action="store_true",
+                      help="only the callgrind counts of bench/instructions.py")  # fmt: skip
+    mode.add_argument("--all", action="store_true", help="the matrix, then the callgrind counts")
+    parser.add_argument("--instructions-policy", default="no", choices=POLICIES)
+    parser.add_argument("--instructions-requests-16", type=int, default=20_000)
+    parser.add_argument("--instructions-requests-1", type=int, default=5_000)
     args = parser.parse_args()
     peers = ["redis", "minidb", *(p for p in args.peers.split(",") if p not in ("redis", "minidb"))]
     if "uvloop" in peers:
@@ -180,48 +251,25 @@ def main() -> None:
     for tool in ("redis-server", "redis-benchmark"):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed (Debian: redis-server, redis-tools)")
-    with_fsync = minidb_has_fsync()
-    policies = args.policies.split(",") if with_fsync else ["always"]
-    # (policy, depth, test) -> server -> [requests/s per round]
-    results: dict[tuple[str, int, str], dict[str, list[float]]] = {}
-    per_sync: dict[tuple[str, int], list[float]] = {}
-    for policy in policies:
-        for _ in range(args.rounds):
-            for name in peers:
-                peer = start_peer(name, policy, with_fsync)
-                try:
-                    for depth in DEPTHS:
-                        before = peer.wal_figures() if peer.metrics_port else (0.0, 0.0)
-                        for test, rps in run_benchmark(peer.port, depth, args.requests).items():
-                            results.setdefault((policy, depth, test), {}).setdefault(
-                                name, []).append(rps)  # fmt: skip
-                        if peer.metrics_port:
-                            after = peer.wal_figures()
-                            syncs = after[1] - before[1]
-                            ratio = (after[0] - before[0]) / syncs if syncs else float("nan")
-                            per_sync.setdefault((policy, depth), []).append(ratio)
-                finally:
-                    peer.stop()
-    print(f"# {os.uname().sysname} {os.uname().machine}, {os.cpu_count()} CPUs, "
-          f"Python {sys.version.split()[0]}; redis-benchmark -t set,get -n {args.requests} "
-          f"-c {CLIENTS}; median of {args.rounds} interleaved rounds, requests/s")  # fmt: skip
-    if not with_fsync:
-        print("# this minidb has no --fsync flag: its default (sync every group) vs "
-              "appendfsync always only")
-    naive = peers[2:]
-    print(f"{'policy':<9} {'depth':>5} {'test':<4} {'redis':>10} {'minidb':>10} {'ratio':>6}"
-          + "".join(f" {n:>9} {n[:5] + '/r':>7}" for n in naive)
-          + f" {'appends/sync':>12}")  # fmt: skip
-    for (policy, depth, test), by in sorted(results.items()):
-        redis_rps = statistics.median(by["redis"])
-        minidb_rps = statistics.median(by["minidb"])
-        appends = statistics.median(per_sync.get((policy, depth), [float("nan")]))
-        others = "".join(
-            f" {statistics.median(by[n]):>9.0f} {statistics.median(by[n]) / redis_rps:>7.2f}"
-            for n in naive
+    if unset_pure_python():
+        print("# MINIDB_PURE_PYTHON was set: unset for the servers (the goals are the C path's)")
+    print(f"# {machine()}")
+    matrix = counts = None
+    if not args.instructions:
+        with_fsync = minidb_has_fsync()
+        policies = args.policies.split(",") if with_fsync else ["always"]
+        matrix = run_matrix(peers, policies, args.rounds, args.requests, args.clients,
+                            with_fsync)  # fmt: skip
+        print_matrix(matrix)
+    if args.instructions or args.all:
+        if matrix is not None:
+            print()
+        requests = {16: args.instructions_requests_16, 1: args.instructions_requests_1}
+        counts = instructions.measure(
+            [p for p in peers if p != "uvloop"], args.instructions_policy, requests
         )
-        print(f"{policy:<9} {depth:>5} {test:<4} {redis_rps:>10.0f} {minidb_rps:>10.0f} "
-              f"{minidb_rps / redis_rps:>6.2f}{others} {appends:>12.1f}")  # fmt: skip
+        instructions.print_counts(counts, goal=INSTRUCTIONS_GOAL)
+    print_goals(throughput_verdicts(matrix) + instruction_verdicts(counts))
 
 
 if __name__ == "__main__":
