@@ -36,6 +36,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "minidb.store._cplain",
+            ["src/minidb/store/_cplain.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
             "minidb.wal._cpayload",
             ["src/minidb/wal/_cpayload.c"],
             extra_compile_args=_FLAGS,

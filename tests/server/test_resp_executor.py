@@ -84,11 +84,14 @@ def decoded(replies: list[bytes]) -> list[object]:
 
 
 def test_requests_forward_data_commands_and_answer_local_ones_in_order() -> None:
-    """PING between SET and GET is answered locally yet keeps its place between them."""
+    """ECHO between SET and GET is answered locally yet keeps its place between them; the
+    plain commands around it go as runs, a bare PING inside one."""
     owner = Owner()
     client = owner.client()
-    replies = owner.run(client, wire(("SET", "k", "v"), ("PING",), ("GET", "k"), ("DEL", "k")))
-    assert replies == [b"+OK\r\n", b"+PONG\r\n", b"$1\r\nv\r\n", b":1\r\n"]
+    replies = owner.run(
+        client, wire(("SET", "k", "v"), ("ECHO", "e"), ("PING",), ("GET", "k"), ("DEL", "k"))
+    )
+    assert replies == [b"+OK\r\n", b"$1\r\ne\r\n", b"+PONG\r\n$1\r\nv\r\n:1\r\n"]
 
 
 def test_executor_encodes_in_the_protocol_the_command_was_decided_in() -> None:
@@ -150,17 +153,20 @@ def test_executor_refuses_writes_without_a_journal_and_serves_reads() -> None:
     client = owner.client()
     owner.run(client, wire(("SET", "k", "v")))
     owner.journal = None
+    # One run of two commands: one reply each, joined.
     assert owner.run(client, wire(("SET", "k", "w"), ("GET", "k"))) == [
-        b"-ERR " + READ_ONLY_REASON.encode() + b"\r\n", b"$1\r\nv\r\n",
+        b"-ERR " + READ_ONLY_REASON.encode() + b"\r\n" + b"$1\r\nv\r\n",
     ]  # fmt: skip
 
 
 def test_executor_write_flags_come_from_the_command_table() -> None:
-    """SET and a transaction holding a write are writes; GET, WATCH and a read-only EXEC not."""
+    """A run holding SET and a transaction holding a write are writes; a run of GET, WATCH and
+    a read-only EXEC not."""
     owner = Owner()
     client = owner.client()
-    client.receive(wire(("SET", "k", "v"), ("GET", "k"), ("WATCH", "k"), ("MULTI",),
-                        ("GET", "k"), ("EXEC",), ("MULTI",), ("INCR", "n"), ("EXEC",)))  # fmt: skip
+    client.receive(wire(("SET", "k", "v"), ("GET", "k"), ("WATCH", "k"), ("GET", "k"),
+                        ("MULTI",), ("GET", "k"), ("EXEC",), ("MULTI",), ("INCR", "n"),
+                        ("EXEC",)))  # fmt: skip
     forwarded = [r for r in client.next_requests(100) if not isinstance(r, bytes)]
     assert [owner.executor.is_write(r) for r in forwarded] == [True, False, False, False, True]
 
@@ -198,9 +204,9 @@ def test_requests_take_at_most_the_limit() -> None:
     owner = Owner()
     client = owner.client()
     client.receive(wire(*[("PING",)] * 5))
-    assert len(client.next_requests(3)) == 3
+    assert [len(run) for run in client.next_requests(3)] == [3]  # one run of three
     assert client.has_request()
-    assert len(client.next_requests(10)) == 2 and not client.has_request()
+    assert [len(run) for run in client.next_requests(10)] == [2] and not client.has_request()
 
 
 def test_executor_counts_calls_failures_and_rejections_by_name() -> None:

@@ -199,7 +199,12 @@ class ArgvExecutor:
         self.times: list[int] = []
 
     def execute(
-        self, state: StoreState, request: list[bytes], journal: OpJournal | None, now_ms: int
+        self,
+        state: StoreState,
+        request: list[bytes],
+        journal: OpJournal | None,
+        now_ms: int,
+        room: int = 0,
     ) -> bytes:
         self.times.append(now_ms)
         if journal is None:
@@ -214,6 +219,12 @@ class ArgvExecutor:
 
     def refusal(self, request: list[bytes], reason: str) -> bytes:
         return b"-ERR " + reason.encode()
+
+    def remainder(self, request: list[bytes]) -> None:
+        return None
+
+    def expand(self, request: list[bytes]) -> list[list[bytes]]:
+        return [request]
 
 
 def _exec_batch(sink: Sink, executor: ArgvExecutor, *argvs: list[bytes]) -> Batch:

@@ -330,6 +330,11 @@ class Connection(asyncio.Protocol):
         """What one request weighs (see ``_weigh``)."""
         return 1
 
+    def _refusals(self, requests: list[Any], reply: bytes) -> list[bytes]:
+        """``reply`` (busy, unavailable) to each of ``requests``, in wire form, one entry per
+        request (a protocol whose request stands for several commands answers each)."""
+        return [reply] * len(requests)
+
     def _frame_waiting(self) -> bool:
         """Whether a take that weighed less than its limit left a complete request behind
         (one too heavy for what was left, or handed back by the owner; where every request
@@ -393,7 +398,7 @@ class Connection(asyncio.Protocol):
         try:
             self._mailbox.put_nowait(batch)
         except UnavailableError:
-            batch.replies = [self.unavailable_reply] * count
+            batch.replies = self._refusals(requests, self.unavailable_reply)
             self._hub.unavailable += count
             self._hub.count_refused(batch, "unavailable")
             self._write_answered()
@@ -407,7 +412,7 @@ class Connection(asyncio.Protocol):
         self.requests += count
         self._in_flight += weight
         batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s, weight)
-        batch.replies = [self.busy_reply] * count
+        batch.replies = self._refusals(requests, self.busy_reply)
         self._pending.append(batch)
         self._hub.shed += count
         self._hub.count_refused(batch, "shed")
@@ -566,7 +571,7 @@ class Connection(asyncio.Protocol):
                 if batch.deadline > now:
                     break
                 if batch.replies is None:
-                    batch.replies = [self.busy_reply] * len(batch.requests)
+                    batch.replies = self._refusals(batch.requests, self.busy_reply)
                     expired += len(batch.requests)
                     self._hub.count_refused(batch, "timeout")
             self._hub.timeouts += expired

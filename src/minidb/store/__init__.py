@@ -20,6 +20,7 @@ from minidb.store._keyspace import (
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog
 from minidb.store._mailbox import UNBOUNDED_OUTPUT, Batch, Executor, Mailbox, ReplySink, RoomWaiter
+from minidb.store._plainrun import PLAIN_ARITY, plain_arity, run_plain, run_plain_python
 from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import StoreState, StoreStatistics
 
@@ -30,6 +31,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "FSYNC_POLICIES",
     "MAX_KEY_BYTES",
+    "PLAIN_ARITY",
     "REPLICA_REFUSAL",
     "UNBOUNDED_OUTPUT",
     "Batch",
@@ -59,5 +61,8 @@ __all__ = [
     "execute",
     "execute_transaction",
     "lookup_command",
+    "plain_arity",
+    "run_plain",
+    "run_plain_python",
     "validate",
 ]

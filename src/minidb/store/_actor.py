@@ -445,6 +445,7 @@ class StoreOwner:
         rooms = self._rooms
         results = []
         replica = self._replica
+        tail = None
         for b in batches:
             sink = b.sink
             room = rooms.get(sink)
@@ -459,19 +460,26 @@ class StoreOwner:
             elif b.executor is None:
                 replies, room = state.execute_all(b.requests, journal, now_ms, room)
             else:
-                run = b.executor.execute
+                executor = b.executor
+                run = executor.execute
                 replies = []
                 for request in b.requests:
-                    reply = run(state, request, journal, now_ms)
+                    reply = run(state, request, journal, now_ms, room)
                     replies.append(reply)
                     room -= len(reply)
                     if room < 0:
+                        # A request standing for several (a run of commands) may have
+                        # stopped inside: what it left goes back first.
+                        tail = executor.remainder(request)
                         break
             requests = b.requests
-            if len(replies) < len(requests):
+            if tail is not None or len(replies) < len(requests):
                 # Out of room: the rest goes back to the sender unrun, and so does every
                 # later batch of it in this group, so its requests still run in order.
                 b.leftover = requests[len(replies):]
+                if tail is not None:
+                    b.leftover.insert(0, tail)
+                    tail = None
                 b.requests = requests[: len(replies)]
                 room = -1
             rooms[sink] = room
@@ -561,15 +569,18 @@ class StoreOwner:
             if room < 0:
                 break
             if executor is not None:
-                if not executor.is_write(request):
-                    reply = executor.execute(state, request, None, now_ms)
-                else:
+                parts = []
+                for single in executor.expand(request):
+                    if not executor.is_write(single):
+                        parts.append(executor.execute(state, single, None, now_ms))
+                        continue
                     self._count_refused(EXECUTOR_VERB, outcome)
                     if replica:
-                        reply = executor.refusal(request, REPLICA_REFUSAL)
+                        parts.append(executor.refusal(single, REPLICA_REFUSAL))
                     else:
                         self._read_only_refusals += 1
-                        reply = executor.execute(state, request, None, now_ms)
+                        parts.append(executor.execute(state, single, None, now_ms))
+                reply = parts[0] if len(parts) == 1 else b"".join(parts)
             elif isinstance(request, WRITES):
                 self._count_refused(_verb(request), outcome)
                 if replica:
@@ -595,12 +606,15 @@ class StoreOwner:
             replies = []
             for request in batch.requests:
                 if executor is not None:
-                    if executor.is_write(request):
-                        self._not_logged += 1
-                        self._count_refused(EXECUTOR_VERB, "not_logged")
-                        replies.append(executor.refusal(request, why))
-                    else:
-                        replies.append(executor.execute(state, request, None, now_ms))
+                    parts = []
+                    for single in executor.expand(request):
+                        if executor.is_write(single):
+                            self._not_logged += 1
+                            self._count_refused(EXECUTOR_VERB, "not_logged")
+                            parts.append(executor.refusal(single, why))
+                        else:
+                            parts.append(executor.execute(state, single, None, now_ms))
+                    replies.append(b"".join(parts))
                 elif isinstance(request, WRITES):
                     self._not_logged += 1
                     self._count_refused(_verb(request), "not_logged")

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple
 
 from minidb.protocol import error_reply
+from minidb.store._mailbox import UNBOUNDED_OUTPUT
 from minidb.wal import Op
 
 if TYPE_CHECKING:
@@ -50,7 +51,12 @@ class FollowExecutor:
     """
 
     def execute(
-        self, state: StoreState, request: ShippedRecord, journal: OpJournal | None, now_ms: int
+        self,
+        state: StoreState,
+        request: ShippedRecord,
+        journal: OpJournal | None,
+        now_ms: int,
+        room: int = UNBOUNDED_OUTPUT,
     ) -> bytes:
         if journal is None:
             return error_reply("read-only: the replica's own log failed")
@@ -66,3 +72,9 @@ class FollowExecutor:
 
     def refusal(self, request: ShippedRecord, reason: str) -> bytes:
         return error_reply(reason)
+
+    def remainder(self, request: ShippedRecord) -> None:
+        return None  # a record is applied whole
+
+    def expand(self, request: ShippedRecord) -> list[ShippedRecord]:
+        return [request]

@@ -86,10 +86,24 @@ class Executor(Protocol):
     """
 
     def execute(
-        self, state: StoreState, request: Any, journal: OpJournal | None, now_ms: int
+        self, state: StoreState, request: Any, journal: OpJournal | None, now_ms: int,
+        room: int = UNBOUNDED_OUTPUT,
     ) -> bytes:
         """Run ``request`` on ``state.keyspace`` at ``now_ms`` (the group's wall-clock ms),
-        noting its changes in ``journal`` as closed groups; the reply in wire form."""
+        noting its changes in ``journal`` as closed groups; the reply in wire form. A
+        request that stands for several (a run of commands) runs only as far as ``room``
+        bytes of replies go, as the owner does between requests (see ``remainder``)."""
+        ...
+
+    def remainder(self, request: Any) -> Any | None:
+        """After an ``execute`` whose reply took the room below zero: the part of
+        ``request`` it left unrun (a request of its own, handed back to the sender), or
+        None."""
+        ...
+
+    def expand(self, request: Any) -> list[Any]:
+        """The single requests ``request`` stands for (itself, for most): the owner answers
+        each on its own when writes are refused."""
         ...
 
     def is_write(self, request: Any) -> bool:

@@ -53,6 +53,7 @@ from minidb.server.resp._types import (
     ForwardTransaction,
     ForwardWatch,
     NoReply,
+    PlainRun,
     Reply,
     ReplyAndClose,
 )
@@ -102,6 +103,9 @@ class RespRequests:
         self.protocol_error: RespProtocolError | None = None
         self.watched = False
         """A WATCH was sent to the owner: the keyspace may hold a watch of this connection."""
+        self.runs = False
+        """A ``PlainRun`` was made: from then on this connection's requests do not all weigh
+        one."""
 
     def receive(self, data: bytes) -> None:
         if not self.closing:
@@ -136,7 +140,8 @@ class RespRequests:
         side = self.side
         env = self._env
         decoder = self._decoder
-        while len(out) < limit and not self.closing:
+        taken = 0  # commands taken (a PlainRun stands for several)
+        while taken < limit and not self.closing:
             commands = self._held
             self._held = []
             # Whether the decoder may hold more complete commands after these: fewer than
@@ -149,7 +154,7 @@ class RespRequests:
                 authenticated = session.authenticated
                 if decoder.authenticated is not authenticated:
                     decoder.authenticated = authenticated
-                wanted = limit - len(out) if authenticated else 1
+                wanted = limit - taken if authenticated else 1
                 try:
                     commands = decoder.next_commands(wanted)
                 except RespProtocolError as exc:
@@ -160,7 +165,24 @@ class RespRequests:
                 if not commands:
                     break
                 more = len(commands) == wanted or decoder.error is not None
-            for argv in commands:
+            taken += len(commands)
+            at, end = 0, len(commands)
+            while at < end:
+                # Plain commands back to back go to the owner as one run (store._plainrun).
+                stop = session.plain_run(commands, at)
+                if stop > at:
+                    last = out[-1] if out else None
+                    if type(last) is PlainRun:  # the run goes on from the last decode
+                        last.argvs += commands[at:stop]
+                        last.stop = len(last.argvs)
+                    else:
+                        run = commands if stop - at == end else commands[at:stop]
+                        out.append(PlainRun(run, session.bucket, session.protocol, side))
+                    self.runs = True
+                    at = stop
+                    continue
+                argv = commands[at]
+                at += 1
                 rejected = session.rejected
                 action = session.handle(argv, env)
                 kind = type(action)
@@ -226,6 +248,17 @@ class RespConnection(Connection):
 
     def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
         return Batch(requests, self, deadline, executor=self._executor, size=size)
+
+    def _weigh(self, requests: list[Any]) -> int:
+        if not self.requests_decoder.runs:
+            return len(requests)
+        return sum(map(self._weight_of, requests))
+
+    def _weight_of(self, request: Any) -> int:
+        return len(request) if type(request) is PlainRun else 1
+
+    def _refusals(self, requests: list[Any], reply: bytes) -> list[bytes]:
+        return [reply * self._weight_of(request) for request in requests]
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)

@@ -31,14 +31,22 @@ from typing import Protocol
 from minidb.protocol import ErrorReply, RespEncoder
 from minidb.protocol._results import Result
 from minidb.server.resp._errors import READONLY
-from minidb.server.resp._types import Forward, ForwardTransaction, ForwardWatch, WatchSet
+from minidb.server.resp._types import (
+    Forward,
+    ForwardTransaction,
+    ForwardWatch,
+    PlainRun,
+    WatchSet,
+)
 from minidb.store import (
     COMMANDS,
     REPLICA_REFUSAL,
+    UNBOUNDED_OUTPUT,
     OpJournal,
     Session,
     execute,
     execute_transaction,
+    run_plain,
 )
 from minidb.store._keyspace import Keyspace
 
@@ -49,6 +57,8 @@ READ_ONLY_REASON = "read-only: the write-ahead log failed"
 """What a write is refused with when the owner runs it with no journal."""
 
 _UNWATCH = [b"UNWATCH"]
+_PING = frozenset({b"PING", b"ping"})
+_PONG = b"+PONG\r\n"
 _SELECT = b"SELECT"
 _WRITES = frozenset(name for name, cmd in COMMANDS.items() if "write" in cmd.flags)
 
@@ -88,8 +98,9 @@ class RespRequest:
         return "WATCH" if type(action) is ForwardWatch else "EXEC"
 
 
-OwnerRequest = Forward | RespRequest
-"""What the owner runs for a RESP connection: a data command, or WATCH / EXEC / UNWATCH."""
+OwnerRequest = Forward | PlainRun | RespRequest
+"""What the owner runs for a RESP connection: a data command, a run of plain ones, or WATCH /
+EXEC / UNWATCH."""
 
 
 class CommandCounts:
@@ -152,44 +163,44 @@ class RespExecutor:
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
 
     def execute(
-        self, state: HasKeyspace, request: OwnerRequest, journal: OpJournal | None, now_ms: int
+        self,
+        state: HasKeyspace,
+        request: OwnerRequest,
+        journal: OpJournal | None,
+        now_ms: int,
+        room: int = UNBOUNDED_OUTPUT,
     ) -> bytes:
-        """Run ``request`` on ``state.keyspace``; its reply in wire form."""
+        """Run ``request`` on ``state.keyspace``; its reply in wire form (a ``PlainRun``: the
+        replies of the commands it ran, as far as ``room`` went; see ``remainder``)."""
+        kind = type(request)
         if journal is None:
+            if kind is PlainRun:
+                return b"".join(
+                    self.execute(state, forward, None, now_ms)
+                    for forward in request.forwards()  # type: ignore[union-attr]
+                )
             if self.is_write(request):
                 return self.refusal(request, READ_ONLY_REASON)
             journal = OpJournal()  # reads may expire keys lazily; nobody logs this one
         ks = state.keyspace
-        if type(request) is Forward:
-            forward = request
+        if kind is PlainRun:
+            return self._run(ks, request, journal, now_ms, room)  # type: ignore[arg-type]
+        if kind is Forward:
+            forward: Forward = request  # type: ignore[assignment]
             owner_side: OwnerSide = forward.side  # type: ignore[assignment]
             session = owner_side.session
             session.bucket = forward.bucket
             session.protocol = forward.protocol
-            argv = forward.argv
-            result = execute(ks, session, argv, journal, now_ms)
-            # Counted under the name as sent (one dict update, no lower() or decode per
-            # command); CommandCounts folds the case when it is read.
-            calls = self._raw_calls
-            calls[argv[0]] = calls.get(argv[0], 0) + 1
-            if type(result) is ErrorReply:
-                self.counts.failure(argv[0], result)
-            reply = self._encoders[forward.protocol].encode_within(result, self.max_reply_bytes)
-            if type(reply) is bytes:
-                return reply
-            error = self._too_large(reply)  # type: ignore[arg-type]
-            self.counts.failure(argv[0], error)
-            return error.wire
+            return self._command(ks, session, forward.argv, journal, now_ms)
         wrapped: RespRequest = request  # type: ignore[assignment]
         action = wrapped.action
         side = wrapped.side
         session = side.session
-        kind = type(action)
         if action is None:  # the connection closed: forget its watch
             self._drop_watch(ks, side, journal, now_ms)
             return b""
-        if kind is ForwardWatch:
-            watch: ForwardWatch = action  # type: ignore[assignment]
+        if type(action) is ForwardWatch:
+            watch: ForwardWatch = action
             if side.token is not watch.watch:
                 self._drop_watch(ks, side, journal, now_ms)
                 side.token = watch.watch
@@ -216,6 +227,57 @@ class RespExecutor:
             else:
                 fitted.append(self._too_large(part))  # type: ignore[arg-type]
         return encoder.encode(fitted)
+
+    def _command(
+        self, ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
+    ) -> bytes:
+        """One data command (a bare PING, inside a ``PlainRun``, is answered here)."""
+        calls = self._raw_calls
+        # Counted under the name as sent (one dict update, no lower() or decode per
+        # command); CommandCounts folds the case when it is read.
+        calls[argv[0]] = calls.get(argv[0], 0) + 1
+        if len(argv) == 1 and argv[0] in _PING:
+            return _PONG
+        result = execute(ks, session, argv, journal, now_ms)
+        if type(result) is ErrorReply:
+            self.counts.failure(argv[0], result)
+        reply = self._encoders[session.protocol].encode_within(result, self.max_reply_bytes)
+        if type(reply) is bytes:
+            return reply
+        error = self._too_large(reply)  # type: ignore[arg-type]
+        self.counts.failure(argv[0], error)
+        return error.wire
+
+    def _run(
+        self, ks: Keyspace, run: PlainRun, journal: OpJournal, now_ms: int, room: int
+    ) -> bytes:
+        """A ``PlainRun`` in one call of ``run_plain``; ``run.stop`` is set to where it
+        stopped."""
+        side: OwnerSide = run.side  # type: ignore[assignment]
+        session = side.session
+        session.bucket = run.bucket
+        session.protocol = run.protocol
+
+        def fallback(argv: list[bytes]) -> bytes:
+            return self._command(ks, session, argv, journal, now_ms)
+
+        run.stop, replies, _ = run_plain(
+            ks, journal, run.argvs, run.start, run.bucket, run.protocol, now_ms, room,
+            self.max_reply_bytes, self._raw_calls, fallback,
+        )
+        return replies
+
+    def remainder(self, request: OwnerRequest) -> PlainRun | None:
+        """What ``execute`` left unrun of ``request`` for want of room (a ``PlainRun``'s
+        commands after the one whose reply crossed it), or None."""
+        return request.remainder() if type(request) is PlainRun else None
+
+    def expand(self, request: OwnerRequest) -> list[OwnerRequest]:
+        """The single commands ``request`` stands for (the owner answers each on its own when
+        writes are refused)."""
+        if type(request) is PlainRun:
+            return request.forwards()  # type: ignore[return-value]
+        return [request]
 
     def _too_large(self, size: int) -> ErrorReply:
         return ErrorReply(
@@ -263,6 +325,9 @@ class RespExecutor:
         """Whether ``request`` may change the keyspace (the command table's ``write`` flag)."""
         if type(request) is Forward:
             return request.argv[0].lower() in _WRITES
+        if type(request) is PlainRun:
+            run = request.argvs[request.start:request.stop]
+            return any(argv[0].lower() in _WRITES for argv in run)
         action = request.action  # type: ignore[union-attr]
         kind = type(action)
         if kind is ForwardTransaction:
@@ -272,6 +337,8 @@ class RespExecutor:
     def refusal(self, request: OwnerRequest, reason: str) -> bytes:
         """``-ERR <reason>`` for ``request`` (a replica's refusal in Redis's ``READONLY``
         words), counted as a failed call of its command."""
+        if type(request) is PlainRun:
+            return b"".join(self.refusal(f, reason) for f in request.forwards())
         if reason == REPLICA_REFUSAL:
             error = READONLY
         else:

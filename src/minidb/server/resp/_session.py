@@ -75,6 +75,7 @@ from minidb.server.resp._types import (
     WatchSet,
     parse_integer,
 )
+from minidb.store import plain_arity
 
 DEFAULT_BUCKET = b"0"
 """What a new connection has selected: Redis's db 0."""
@@ -87,6 +88,7 @@ _TOO_LONG = ErrorReply(f"ERR transaction too long: at most {MAX_QUEUED_COMMANDS}
 _RUN_IN_MULTI = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _BUCKET = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _HTTP = frozenset({b"post", b"host:"})
+_RUN_ARITY = plain_arity()
 
 
 class SessionEnv(Protocol):
@@ -239,6 +241,28 @@ class RespSession:
             return self._watch_keys(argv)
         result = _HANDLERS[spec.top](self, argv, env)
         return Reply(result, self.protocol)  # after the handler: HELLO 3 answers in RESP3
+
+    def plain_run(self, commands: list[list[bytes]], start: int) -> int:
+        """Where the run of plain commands that starts at ``commands[start]`` ends: each a
+        command of ``store.PLAIN_ARITY`` spelled as clients send it, with its arity, while
+        the session is authenticated and outside MULTI, so ``handle`` would forward each as
+        it is. They are counted as forwarded; the connection sends them to the owner as one
+        ``PlainRun`` (see ``store._plainrun``)."""
+        if self._queue is not None or not self.authenticated or self.closing:
+            return start
+        arities = _RUN_ARITY
+        end, size = start, len(commands)
+        while end < size:
+            argv = commands[end]
+            arity = arities.get(argv[0]) if argv else None
+            if arity is None or (len(argv) != arity if arity > 0 else len(argv) < -arity):
+                break
+            end += 1
+        if end > start:
+            self._commands += end - start
+            self._forwarded += end - start
+            self.last_command = commands[end - 1][0].lower().decode()
+        return end
 
     def _reject(self, error: ErrorReply, spec: CommandSpec | None = None) -> Reply:
         self.rejected += 1

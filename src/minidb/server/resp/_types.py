@@ -43,6 +43,7 @@ __all__ = [
     "ForwardTransaction",
     "ForwardWatch",
     "NoReply",
+    "PlainRun",
     "Reply",
     "ReplyAndClose",
     "Result",
@@ -106,6 +107,50 @@ class Forward:
     def verb(self) -> str:
         """The command's name in upper case (metrics of refused requests)."""
         return self.argv[0].decode("ascii", "replace").upper()
+
+
+class PlainRun:
+    """Plain data commands a connection read back to back, sent to the owner as ONE request
+    (``store.run_plain`` runs them in one call; see ``store._plainrun``).
+
+    The run is ``argvs[start:stop]``. The owner sets ``stop`` to where it stopped: a lack of
+    output room can leave the commands after it unrun, and those go back to the connection as
+    a new run (``remainder``). A run weighs its commands (in flight, in the mailbox)."""
+
+    __slots__ = ("argvs", "bucket", "protocol", "side", "start", "stop")
+
+    def __init__(
+        self, argvs: list[list[bytes]], bucket: bytes, protocol: int, side: object,
+        start: int = 0,
+    ) -> None:
+        self.argvs = argvs
+        self.bucket = bucket
+        self.protocol = protocol
+        self.side = side
+        self.start = start
+        self.stop = len(argvs)
+
+    def __len__(self) -> int:
+        """Commands in the run."""
+        return self.stop - self.start
+
+    def remainder(self) -> PlainRun | None:
+        """A new run of the commands after ``stop``, or None if none is left."""
+        if self.stop >= len(self.argvs):
+            return None
+        return PlainRun(self.argvs, self.bucket, self.protocol, self.side, self.stop)
+
+    def forwards(self) -> list[Forward]:
+        """The commands of the run, one ``Forward`` each (the owner's slow paths)."""
+        return [
+            Forward(argv, self.bucket, self.protocol, self.side)
+            for argv in self.argvs[self.start:self.stop]
+        ]
+
+    @property
+    def verb(self) -> str:
+        """The first command's name in upper case (metrics of refused requests)."""
+        return self.argvs[self.start][0].decode("ascii", "replace").upper()
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)

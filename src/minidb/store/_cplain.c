@@ -1,0 +1,866 @@
+/* minidb.store._cplain: a run of plain Redis commands executed in C (optional accelerator).
+ *
+ * The C twin of ``minidb.store._plainrun.run_plain_python`` (theory of operation: the docstring
+ * of ``_plainrun.py``). One call runs a run of decoded commands (argv lists) of one connection
+ * against the keyspace, in order, and returns every reply in one buffer:
+ *
+ *     run(ks, journal, argvs, start, bucket, protocol, now_ms, room, max_reply, calls,
+ *         fallback) -> (next, replies, room)
+ *
+ * For each command from ``argvs[start]`` on, while ``room`` is not negative: if it is one this
+ * file knows (GET, SET without options, MGET, MSET, DEL, UNLINK, EXISTS, INCR, DECR, INCRBY,
+ * DECRBY, TTL, PTTL, PING) and its case is the plain one (the keys hold strings without a
+ * deadline or with one not yet passed, nobody WATCHes when it writes, the bucket has no SCAN
+ * index when it adds or removes keys, no error to answer, the reply within ``max_reply``), it
+ * runs here: the bucket's dict is changed in place, the change is noted in ``journal`` exactly
+ * as ``Keyspace`` notes it (a ``KeyUndo`` per key replaced, one closed group of ``Put`` /
+ * ``Remove`` ops per command) and the reply is encoded into the buffer. Anything else is
+ * decided before anything is changed and handed to ``fallback(argv)``, the Python engine,
+ * whose reply is copied in its place. So this file never decides an error, a lazy expiry or a
+ * wrong type: the Python code does, and the two cannot disagree on one.
+ *
+ * ``calls`` counts each command run here under its name as sent (the fallback counts its own).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_KEY_BYTES (64 * 1024)
+
+/* Bound once by ``bind``: the named tuples the journal holds and the keyspace's record type. */
+static PyObject *KeyUndo, *PutOp, *RemoveOp, *Expiring;
+
+static PyObject *one; /* the int 1 */
+
+static PyObject *s_buckets, *s_watched, *s_indexes, *s_sorted, *s_keys, *s_max_value,
+    *s_clock_ms, *s_records, *s_undo, *s_open, *s_value, *s_tick;
+
+/* -- the reply buffer ------------------------------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t len, cap;
+} Out;
+
+static int
+out_reserve(Out *o, Py_ssize_t extra)
+{
+    if (o->len + extra <= o->cap)
+        return 0;
+    Py_ssize_t cap = o->cap ? o->cap : 256;
+    while (cap < o->len + extra) {
+        if (cap > PY_SSIZE_T_MAX / 2) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        cap *= 2;
+    }
+    char *data = PyMem_Realloc(o->data, cap);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    o->data = data;
+    o->cap = cap;
+    return 0;
+}
+
+static int
+out_put(Out *o, const char *s, Py_ssize_t n)
+{
+    if (out_reserve(o, n) < 0)
+        return -1;
+    memcpy(o->data + o->len, s, n);
+    o->len += n;
+    return 0;
+}
+
+/* ``<prefix><n>\r\n``: an integer reply, an array or a bulk header. */
+static int
+out_header(Out *o, char prefix, long long n)
+{
+    char tmp[32];
+    int k = snprintf(tmp, sizeof tmp, "%c%lld\r\n", prefix, n);
+    return out_put(o, tmp, k);
+}
+
+static int
+out_bulk(Out *o, PyObject *value)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    if (out_header(o, '$', n) < 0 || out_put(o, PyBytes_AS_STRING(value), n) < 0)
+        return -1;
+    return out_put(o, "\r\n", 2);
+}
+
+static int
+out_null(Out *o, int protocol)
+{
+    return protocol == 3 ? out_put(o, "_\r\n", 3) : out_put(o, "$-1\r\n", 5);
+}
+
+/* The size of ``out_bulk``'s output for a value of ``n`` bytes. */
+static Py_ssize_t
+bulk_size(Py_ssize_t n)
+{
+    char tmp[32];
+    return snprintf(tmp, sizeof tmp, "$%zd\r\n", n) + n + 2;
+}
+
+/* -- the keyspace as one run sees it ----------------------------------------------------- */
+
+typedef struct {
+    PyObject *ks, *journal, *bucket;
+    PyObject *buckets;  /* ks._buckets (new reference) */
+    PyObject *records;  /* journal.records (new reference) */
+    PyObject *undo;     /* journal.undo (new reference) */
+    int watched;        /* someone WATCHes some key: writes go to Python */
+    int indexed;        /* this bucket keeps a SCAN index or a sorted list */
+    Py_ssize_t max_value;
+    long long now_ms;
+    int protocol;
+    Py_ssize_t max_reply;
+    Py_ssize_t keys_delta; /* keys added less keys removed, not yet added to ks._keys */
+} Run;
+
+enum { DONE = 1, FALLBACK = 0, FAILED = -1 };
+
+static void
+run_release(Run *r)
+{
+    Py_CLEAR(r->buckets);
+    Py_CLEAR(r->records);
+    Py_CLEAR(r->undo);
+}
+
+static int
+truthy_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    int truth = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return truth;
+}
+
+static int
+contains_attr(PyObject *obj, PyObject *name, PyObject *key)
+{
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    int found = PySequence_Contains(value, key);
+    Py_DECREF(value);
+    return found;
+}
+
+/* Read what the run needs of the keyspace and the journal (again after Python ran). */
+static int
+run_load(Run *r)
+{
+    run_release(r);
+    r->buckets = PyObject_GetAttr(r->ks, s_buckets);
+    r->records = PyObject_GetAttr(r->journal, s_records);
+    r->undo = PyObject_GetAttr(r->journal, s_undo);
+    if (r->buckets == NULL || r->records == NULL || r->undo == NULL)
+        return -1;
+    if (!PyDict_CheckExact(r->buckets) || !PyList_CheckExact(r->records) ||
+        !PyList_CheckExact(r->undo)) {
+        PyErr_SetString(PyExc_TypeError, "keyspace or journal of an unexpected shape");
+        return -1;
+    }
+    r->watched = truthy_attr(r->ks, s_watched);
+    if (r->watched < 0)
+        return -1;
+    int index = contains_attr(r->ks, s_indexes, r->bucket);
+    int sorted = index == 0 ? contains_attr(r->ks, s_sorted, r->bucket) : 0;
+    if (index < 0 || sorted < 0)
+        return -1;
+    r->indexed = index || sorted;
+    PyObject *max_value = PyObject_GetAttr(r->ks, s_max_value);
+    if (max_value == NULL)
+        return -1;
+    r->max_value = PyLong_AsSsize_t(max_value);
+    Py_DECREF(max_value);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Add the keys counted so far to ks._keys (before Python reads it, and at the end). */
+static int
+run_settle_keys(Run *r)
+{
+    if (r->keys_delta == 0)
+        return 0;
+    PyObject *keys = PyObject_GetAttr(r->ks, s_keys);
+    if (keys == NULL)
+        return -1;
+    PyObject *delta = PyLong_FromSsize_t(r->keys_delta);
+    PyObject *sum = delta ? PyNumber_Add(keys, delta) : NULL;
+    Py_DECREF(keys);
+    Py_XDECREF(delta);
+    if (sum == NULL)
+        return -1;
+    int rc = PyObject_SetAttr(r->ks, s_keys, sum);
+    Py_DECREF(sum);
+    if (rc == 0)
+        r->keys_delta = 0;
+    return rc;
+}
+
+/* A named tuple of ``type`` built from ``n`` items (references stolen; NULL items fail). */
+static PyObject *
+named(PyObject *type, Py_ssize_t n, PyObject **items)
+{
+    PyObject *tuple = ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (items[i] == NULL || tuple == NULL) {
+            for (Py_ssize_t k = i; k < n; k++)
+                Py_XDECREF(items[k]);
+            Py_XDECREF(tuple);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tuple, i, items[i]);
+    }
+    return tuple;
+}
+
+static PyObject *
+new_ref(PyObject *obj)
+{
+    Py_INCREF(obj);
+    return obj;
+}
+
+/* journal.undo.append(KeyUndo(bucket, key, old or None, None)) */
+static int
+note_undo(Run *r, PyObject *key, PyObject *old)
+{
+    PyObject *items[4] = {new_ref(r->bucket), new_ref(key), new_ref(old ? old : Py_None),
+                          new_ref(Py_None)};
+    PyObject *entry = named(KeyUndo, 4, items);
+    if (entry == NULL)
+        return -1;
+    int rc = PyList_Append(r->undo, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+/* group.append(Put(bucket, key, value, None)) */
+static int
+note_put(Run *r, PyObject *group, PyObject *key, PyObject *value)
+{
+    PyObject *items[4] = {new_ref(r->bucket), new_ref(key), new_ref(value), new_ref(Py_None)};
+    PyObject *op = named(PutOp, 4, items);
+    if (op == NULL)
+        return -1;
+    int rc = PyList_Append(group, op);
+    Py_DECREF(op);
+    return rc;
+}
+
+static int
+note_remove(Run *r, PyObject *group, PyObject *key)
+{
+    PyObject *items[2] = {new_ref(r->bucket), new_ref(key)};
+    PyObject *op = named(RemoveOp, 2, items);
+    if (op == NULL)
+        return -1;
+    int rc = PyList_Append(group, op);
+    Py_DECREF(op);
+    return rc;
+}
+
+/* journal.records.append(group), unless it is empty (an empty group is no record). */
+static int
+close_group(Run *r, PyObject *group)
+{
+    return PyList_GET_SIZE(group) ? PyList_Append(r->records, group) : 0;
+}
+
+/* The end of a write answered with an integer: its group closed (``rc`` 0 so far), the reply
+ * encoded; ``group`` released. */
+static int
+end_write(Run *r, PyObject *group, int rc, Out *o, long long reply)
+{
+    if (rc == 0)
+        rc = close_group(r, group);
+    Py_XDECREF(group);
+    if (rc < 0 || out_header(o, ':', reply) < 0)
+        return FAILED;
+    return DONE;
+}
+
+/* The bucket's dict (borrowed), or NULL with no error set if it has none. */
+static PyObject *
+bucket_dict(Run *r)
+{
+    return PyDict_GetItemWithError(r->buckets, r->bucket);
+}
+
+enum { F_MISSING, F_PLAIN, F_EXPIRING, F_OTHER };
+
+/* What ``key`` holds, for a read: F_MISSING; F_PLAIN (bytes, no deadline) or F_EXPIRING (a
+ * live deadline, in *tick) with the bytes in *value (a new reference); F_OTHER for anything
+ * Python must decide (a deadline passed: the lazy expiry is Python's; a value not bytes);
+ * -1 on error. */
+static int
+lookup(Run *r, PyObject *key, PyObject **value, long long *tick)
+{
+    *value = NULL;
+    PyObject *found = bucket_dict(r);
+    if (found == NULL)
+        return PyErr_Occurred() ? -1 : F_MISSING;
+    PyObject *stored = PyDict_GetItemWithError(found, key);
+    if (stored == NULL)
+        return PyErr_Occurred() ? -1 : F_MISSING;
+    if (PyBytes_CheckExact(stored)) {
+        *value = new_ref(stored);
+        return F_PLAIN;
+    }
+    if ((PyObject *)Py_TYPE(stored) != Expiring)
+        return F_OTHER;
+    PyObject *deadline = PyObject_GetAttr(stored, s_tick);
+    if (deadline == NULL)
+        return -1;
+    long long when = PyLong_AsLongLong(deadline);
+    Py_DECREF(deadline);
+    if (when == -1 && PyErr_Occurred())
+        return -1;
+    if (when <= r->now_ms)
+        return F_OTHER;
+    PyObject *inner = PyObject_GetAttr(stored, s_value);
+    if (inner == NULL)
+        return -1;
+    if (!PyBytes_CheckExact(inner)) {
+        Py_DECREF(inner);
+        return F_OTHER;
+    }
+    *value = inner;
+    *tick = when;
+    return F_EXPIRING;
+}
+
+/* Redis's string2ll, narrowed: an optional '-', digits, no leading zero, no "-0", in range.
+ * Anything it refuses goes to Python, which is the judge of what is a number. */
+static int
+parse_int64(const char *s, Py_ssize_t n, long long *out)
+{
+    int negative = 0;
+    if (n > 0 && s[0] == '-') {
+        negative = 1;
+        s++;
+        n--;
+    }
+    if (n <= 0 || n > 19 || (s[0] == '0' && (n > 1 || negative)))
+        return 0;
+    unsigned long long v = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (s[k] < '0' || s[k] > '9')
+            return 0;
+        v = v * 10 + (unsigned long long)(s[k] - '0');
+    }
+    if (negative) {
+        if (v > (unsigned long long)LLONG_MAX + 1)
+            return 0;
+        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    }
+    else {
+        if (v > (unsigned long long)LLONG_MAX)
+            return 0;
+        *out = (long long)v;
+    }
+    return 1;
+}
+
+/* -- the commands ------------------------------------------------------------------------- */
+
+static int
+cmd_get(Run *r, PyObject *argv, Out *o)
+{
+    PyObject *value;
+    long long tick;
+    int kind = lookup(r, PyList_GET_ITEM(argv, 1), &value, &tick);
+    if (kind < 0)
+        return FAILED;
+    if (kind == F_OTHER)
+        return FALLBACK;
+    if (kind == F_MISSING)
+        return out_null(o, r->protocol) < 0 ? FAILED : DONE;
+    int rc = DONE;
+    if (bulk_size(PyBytes_GET_SIZE(value)) > r->max_reply)
+        rc = FALLBACK; /* Python words the refusal */
+    else if (out_bulk(o, value) < 0)
+        rc = FAILED;
+    Py_DECREF(value);
+    return rc;
+}
+
+static int
+cmd_mget(Run *r, PyObject *argv, Out *o)
+{
+    Py_ssize_t n = PyList_GET_SIZE(argv) - 1;
+    PyObject **values = PyMem_Calloc(n ? n : 1, sizeof(PyObject *));
+    if (values == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    int rc = DONE;
+    Py_ssize_t total = 16;
+    for (Py_ssize_t i = 0; i < n && rc == DONE; i++) {
+        long long tick;
+        int kind = lookup(r, PyList_GET_ITEM(argv, i + 1), &values[i], &tick);
+        if (kind < 0)
+            rc = FAILED;
+        else if (kind == F_OTHER)
+            rc = FALLBACK;
+        else
+            total += values[i] ? bulk_size(PyBytes_GET_SIZE(values[i])) : 5;
+    }
+    if (rc == DONE && total > r->max_reply)
+        rc = FALLBACK;
+    if (rc == DONE && out_header(o, '*', n) < 0)
+        rc = FAILED;
+    for (Py_ssize_t i = 0; i < n && rc == DONE; i++) {
+        if ((values[i] ? out_bulk(o, values[i]) : out_null(o, r->protocol)) < 0)
+            rc = FAILED;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_XDECREF(values[i]);
+    PyMem_Free(values);
+    return rc;
+}
+
+static int
+cmd_exists(Run *r, PyObject *argv, Out *o)
+{
+    long long count = 0;
+    for (Py_ssize_t i = 1; i < PyList_GET_SIZE(argv); i++) {
+        PyObject *value;
+        long long tick;
+        int kind = lookup(r, PyList_GET_ITEM(argv, i), &value, &tick);
+        Py_XDECREF(value);
+        if (kind < 0)
+            return FAILED;
+        if (kind == F_OTHER)
+            return FALLBACK;
+        count += kind != F_MISSING;
+    }
+    return out_header(o, ':', count) < 0 ? FAILED : DONE;
+}
+
+static int
+cmd_ttl(Run *r, PyObject *argv, Out *o, int ms)
+{
+    PyObject *value;
+    long long tick = 0;
+    int kind = lookup(r, PyList_GET_ITEM(argv, 1), &value, &tick);
+    Py_XDECREF(value);
+    if (kind < 0)
+        return FAILED;
+    if (kind == F_OTHER)
+        return FALLBACK;
+    long long reply = -2;
+    if (kind == F_PLAIN)
+        reply = -1;
+    else if (kind == F_EXPIRING)
+        reply = ms ? tick - r->now_ms : (tick - r->now_ms + 500) / 1000;
+    return out_header(o, ':', reply) < 0 ? FAILED : DONE;
+}
+
+/* Whether a write of ``key`` (which may add it) is the plain case; -1 on error. */
+static int
+writable(Run *r, PyObject *found, PyObject *key, PyObject **old)
+{
+    *old = PyDict_GetItemWithError(found, key);
+    if (*old == NULL && PyErr_Occurred())
+        return -1;
+    if (*old != NULL)
+        return PyBytes_CheckExact(*old);
+    return !r->indexed && PyBytes_GET_SIZE(key) <= MAX_KEY_BYTES;
+}
+
+/* found[key] = value, journaled as KeyUndo + Put into ``group``. */
+static int
+put(Run *r, PyObject *found, PyObject *group, PyObject *key, PyObject *value)
+{
+    PyObject *old = PyDict_GetItemWithError(found, key);
+    if (old == NULL && PyErr_Occurred())
+        return -1;
+    Py_XINCREF(old);
+    int rc = note_undo(r, key, old);
+    if (rc == 0)
+        rc = note_put(r, group, key, value);
+    if (rc == 0)
+        rc = PyDict_SetItem(found, key, value);
+    if (rc == 0 && old == NULL)
+        r->keys_delta++;
+    Py_XDECREF(old);
+    return rc;
+}
+
+/* Run ``put`` of each (key, value) pair of argv[first:] as one command. */
+static int
+put_pairs(Run *r, PyObject *found, PyObject *argv, Py_ssize_t first)
+{
+    PyObject *group = PyList_New(0);
+    if (group == NULL)
+        return -1;
+    int rc = 0;
+    for (Py_ssize_t i = first; i + 1 < PyList_GET_SIZE(argv) && rc == 0; i += 2)
+        rc = put(r, found, group, PyList_GET_ITEM(argv, i), PyList_GET_ITEM(argv, i + 1));
+    if (rc == 0)
+        rc = close_group(r, group);
+    Py_DECREF(group);
+    return rc;
+}
+
+/* SET key value and MSET key value [key value ...]: every key plain, every size in bounds. */
+static int
+cmd_set(Run *r, PyObject *argv, Out *o)
+{
+    Py_ssize_t n = PyList_GET_SIZE(argv);
+    if (n % 2 == 0 || r->watched)
+        return FALLBACK;
+    PyObject *found = bucket_dict(r);
+    if (found == NULL)
+        return PyErr_Occurred() ? FAILED : FALLBACK;
+    for (Py_ssize_t i = 1; i < n; i += 2) {
+        PyObject *old;
+        PyObject *key = PyList_GET_ITEM(argv, i), *value = PyList_GET_ITEM(argv, i + 1);
+        if (PyBytes_GET_SIZE(key) > MAX_KEY_BYTES || PyBytes_GET_SIZE(value) > r->max_value)
+            return FALLBACK;
+        int plain = writable(r, found, key, &old);
+        if (plain <= 0)
+            return plain < 0 ? FAILED : FALLBACK;
+    }
+    if (put_pairs(r, found, argv, 1) < 0 || out_put(o, "+OK\r\n", 5) < 0)
+        return FAILED;
+    return DONE;
+}
+
+static int
+cmd_del(Run *r, PyObject *argv, Out *o)
+{
+    if (r->watched || r->indexed)
+        return FALLBACK;
+    Py_ssize_t n = PyList_GET_SIZE(argv);
+    PyObject *found = bucket_dict(r);
+    if (found == NULL) {
+        if (PyErr_Occurred())
+            return FAILED;
+        return out_header(o, ':', 0) < 0 ? FAILED : DONE;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *stored = PyDict_GetItemWithError(found, PyList_GET_ITEM(argv, i));
+        if (stored == NULL && PyErr_Occurred())
+            return FAILED;
+        if (stored != NULL && !PyBytes_CheckExact(stored))
+            return FALLBACK; /* a deadline (maybe passed) or another type: Python's */
+    }
+    Py_INCREF(found);
+    PyObject *group = PyList_New(0);
+    long long removed = 0;
+    int rc = group == NULL ? -1 : 0;
+    for (Py_ssize_t i = 1; i < n && rc == 0 && PyDict_GET_SIZE(found); i++) {
+        PyObject *key = PyList_GET_ITEM(argv, i);
+        PyObject *old = PyDict_GetItemWithError(found, key);
+        if (old == NULL) {
+            rc = PyErr_Occurred() ? -1 : 0;
+            continue;
+        }
+        Py_INCREF(old);
+        rc = note_undo(r, key, old);
+        if (rc == 0)
+            rc = note_remove(r, group, key);
+        if (rc == 0)
+            rc = PyDict_DelItem(found, key);
+        Py_DECREF(old);
+        if (rc == 0) {
+            removed++;
+            r->keys_delta--;
+            if (PyDict_GET_SIZE(found) == 0)
+                rc = PyDict_DelItem(r->buckets, r->bucket); /* an empty bucket goes */
+        }
+    }
+    Py_DECREF(found);
+    return end_write(r, group, rc, o, removed);
+}
+
+/* INCR, DECR (``delta`` given), INCRBY, DECRBY (``delta`` read from argv[2], times ``sign``). */
+static int
+cmd_incr(Run *r, PyObject *argv, Out *o, long long delta, int sign)
+{
+    if (r->watched)
+        return FALLBACK;
+    if (PyList_GET_SIZE(argv) == 3) {
+        PyObject *arg = PyList_GET_ITEM(argv, 2);
+        if (!parse_int64(PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg), &delta))
+            return FALLBACK;
+        if (sign < 0) {
+            if (delta == LLONG_MIN)
+                return FALLBACK;
+            delta = -delta;
+        }
+    }
+    PyObject *key = PyList_GET_ITEM(argv, 1);
+    PyObject *found = bucket_dict(r);
+    if (found == NULL)
+        return PyErr_Occurred() ? FAILED : FALLBACK;
+    PyObject *old;
+    int plain = writable(r, found, key, &old);
+    if (plain <= 0)
+        return plain < 0 ? FAILED : FALLBACK;
+    long long current = 0;
+    if (old != NULL && !parse_int64(PyBytes_AS_STRING(old), PyBytes_GET_SIZE(old), &current))
+        return FALLBACK;
+    if ((delta > 0 && current > LLONG_MAX - delta) || (delta < 0 && current < LLONG_MIN - delta))
+        return FALLBACK; /* Python answers the overflow */
+    long long result = current + delta;
+    char digits[24];
+    PyObject *value = PyBytes_FromStringAndSize(
+        digits, snprintf(digits, sizeof digits, "%lld", result));
+    if (value == NULL)
+        return FAILED;
+    PyObject *group = PyList_New(0);
+    int rc = group == NULL ? -1 : put(r, found, group, key, value);
+    Py_DECREF(value);
+    return end_write(r, group, rc, o, result);
+}
+
+static int
+name_is(PyObject *name, const char *upper)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(name);
+    if (n != (Py_ssize_t)strlen(upper))
+        return 0;
+    const char *s = PyBytes_AS_STRING(name);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c >= 'a' && c <= 'z')
+            c -= 32;
+        if (c != upper[i])
+            return 0;
+    }
+    return 1;
+}
+
+/* One command: DONE (its reply is in ``o``), FALLBACK (nothing changed) or FAILED. */
+static int
+dispatch(Run *r, PyObject *argv, Out *o)
+{
+    if (!PyList_CheckExact(argv))
+        return FALLBACK;
+    Py_ssize_t argc = PyList_GET_SIZE(argv);
+    if (argc == 0)
+        return FALLBACK;
+    for (Py_ssize_t i = 0; i < argc; i++) {
+        if (!PyBytes_CheckExact(PyList_GET_ITEM(argv, i)))
+            return FALLBACK;
+    }
+    PyObject *name = PyList_GET_ITEM(argv, 0);
+    switch (PyBytes_GET_SIZE(name)) {
+    case 3:
+        if (argc == 2 && name_is(name, "GET"))
+            return cmd_get(r, argv, o);
+        if (argc == 3 && name_is(name, "SET"))
+            return cmd_set(r, argv, o);
+        if (argc >= 2 && name_is(name, "DEL"))
+            return cmd_del(r, argv, o);
+        if (argc == 2 && name_is(name, "TTL"))
+            return cmd_ttl(r, argv, o, 0);
+        break;
+    case 4:
+        if (argc >= 2 && name_is(name, "MGET"))
+            return cmd_mget(r, argv, o);
+        if (argc >= 3 && name_is(name, "MSET"))
+            return cmd_set(r, argv, o);
+        if (argc == 2 && name_is(name, "INCR"))
+            return cmd_incr(r, argv, o, 1, 1);
+        if (argc == 2 && name_is(name, "DECR"))
+            return cmd_incr(r, argv, o, -1, 1);
+        if (argc == 2 && name_is(name, "PTTL"))
+            return cmd_ttl(r, argv, o, 1);
+        if (argc == 1 && name_is(name, "PING"))
+            return out_put(o, "+PONG\r\n", 7) < 0 ? FAILED : DONE;
+        break;
+    case 6:
+        if (argc >= 2 && name_is(name, "EXISTS"))
+            return cmd_exists(r, argv, o);
+        if (argc >= 2 && name_is(name, "UNLINK"))
+            return cmd_del(r, argv, o);
+        if (argc == 3 && name_is(name, "INCRBY"))
+            return cmd_incr(r, argv, o, 0, 1);
+        if (argc == 3 && name_is(name, "DECRBY"))
+            return cmd_incr(r, argv, o, 0, -1);
+        break;
+    }
+    return FALLBACK;
+}
+
+static int
+count_call(PyObject *calls, PyObject *name)
+{
+    PyObject *seen = PyDict_GetItemWithError(calls, name);
+    if (seen == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *count = seen ? PyNumber_Add(seen, one) : new_ref(one);
+    if (count == NULL)
+        return -1;
+    int rc = PyDict_SetItem(calls, name, count);
+    Py_DECREF(count);
+    return rc;
+}
+
+static PyObject *
+run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "run() takes 11 arguments");
+        return NULL;
+    }
+    Run r = {0};
+    r.ks = args[0];
+    r.journal = args[1];
+    PyObject *argvs = args[2];
+    Py_ssize_t at = PyLong_AsSsize_t(args[3]);
+    r.bucket = args[4];
+    r.protocol = (int)PyLong_AsLong(args[5]);
+    r.now_ms = PyLong_AsLongLong(args[6]);
+    long long room = PyLong_AsLongLong(args[7]);
+    r.max_reply = PyLong_AsSsize_t(args[8]);
+    PyObject *calls = args[9], *fallback = args[10];
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(calls)) {
+        PyErr_SetString(PyExc_TypeError, "run() needs a list of argvs, a bytes bucket and a dict");
+        return NULL;
+    }
+    /* As ``execute`` does per command: the clock, and an open group closed first. */
+    PyObject *now = PyLong_FromLongLong(r.now_ms);
+    if (now == NULL || PyObject_SetAttr(r.ks, s_clock_ms, now) < 0) {
+        Py_XDECREF(now);
+        return NULL;
+    }
+    Py_DECREF(now);
+    /* A group left open before the run would take in the first command's ops: Python's
+     * way, so that command is Python's. */
+    int open = truthy_attr(r.journal, s_open);
+    if (open < 0)
+        return NULL;
+    Out o = {0};
+    if (run_load(&r) < 0)
+        goto error;
+    for (; at < PyList_GET_SIZE(argvs) && room >= 0; at++) {
+        PyObject *argv = PyList_GET_ITEM(argvs, at);
+        Py_ssize_t before = o.len;
+        int done = open ? FALLBACK : dispatch(&r, argv, &o);
+        open = 0;
+        if (done == FAILED)
+            goto error;
+        if (done == DONE) {
+            if (count_call(calls, PyList_GET_ITEM(argv, 0)) < 0)
+                goto error;
+        }
+        else {
+            if (run_settle_keys(&r) < 0)
+                goto error;
+            PyObject *reply = PyObject_CallOneArg(fallback, argv);
+            if (reply == NULL)
+                goto error;
+            int bad = !PyBytes_CheckExact(reply);
+            if (bad)
+                PyErr_SetString(PyExc_TypeError, "fallback must return bytes");
+            else if (out_put(&o, PyBytes_AS_STRING(reply), PyBytes_GET_SIZE(reply)) < 0)
+                bad = 1;
+            Py_DECREF(reply);
+            if (bad || run_load(&r) < 0)
+                goto error;
+        }
+        room -= o.len - before;
+    }
+    if (run_settle_keys(&r) < 0)
+        goto error;
+    run_release(&r);
+    PyObject *replies = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    PyMem_Free(o.data);
+    if (replies == NULL)
+        return NULL;
+    return Py_BuildValue("(nNL)", at, replies, room);
+
+error:
+    /* What ran stays run (the journal holds it, the owner rolls back a failed group); only
+     * the count of keys must still be right. */
+    {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (run_settle_keys(&r) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
+    run_release(&r);
+    PyMem_Free(o.data);
+    return NULL;
+}
+
+static PyObject *
+bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "bind(KeyUndo, Put, Remove, Expiring)");
+        return NULL;
+    }
+    PyObject **slots[4] = {&KeyUndo, &PutOp, &RemoveOp, &Expiring};
+    for (int i = 0; i < 4; i++) {
+        if (!PyType_Check(args[i])) {
+            PyErr_SetString(PyExc_TypeError, "bind() takes four types");
+            return NULL;
+        }
+        if (i < 3 && !PyType_IsSubtype((PyTypeObject *)args[i], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "the journal's types must be named tuples");
+            return NULL;
+        }
+        Py_INCREF(args[i]);
+        Py_XSETREF(*slots[i], args[i]);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
+     "run(ks, journal, argvs, start, bucket, protocol, now_ms, room, max_reply, calls, "
+     "fallback) -> (next, replies, room)"},
+    {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
+     "bind(KeyUndo, Put, Remove, Expiring): the types run() builds and recognises"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_cplain", "A run of plain Redis commands in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__cplain(void)
+{
+    struct {
+        PyObject **slot;
+        const char *text;
+    } names[] = {
+        {&s_buckets, "_buckets"}, {&s_watched, "_watched"}, {&s_indexes, "_indexes"},
+        {&s_sorted, "_sorted"},   {&s_keys, "_keys"},       {&s_max_value, "max_value_bytes"},
+        {&s_clock_ms, "_clock_ms"}, {&s_records, "records"}, {&s_undo, "undo"},
+        {&s_open, "_open"},       {&s_value, "value"},      {&s_tick, "_wheel_tick"},
+    };
+    one = PyLong_FromLong(1);
+    if (one == NULL)
+        return NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        *names[i].slot = PyUnicode_InternFromString(names[i].text);
+        if (*names[i].slot == NULL)
+            return NULL;
+    }
+    return PyModule_Create(&module_def);
+}

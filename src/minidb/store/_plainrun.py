@@ -1,0 +1,100 @@
+"""A run of plain Redis commands in one call: ``run_plain``, with its C twin.
+
+Theory of operation
+===================
+
+A RESP connection that reads ``GET a`` ``SET b 1`` ``GET b`` (redis-benchmark, a pipelining
+client) sends them to the data owner as one ``PlainRun`` rather than one request per command,
+and the owner runs the whole run with one call of ``run_plain``: Python runs once per run, not
+once per command. What makes a command *plain* is decided on both sides:
+
+- the connection (``PLAIN_ARITY``): its name is one of the plain commands with an arity the
+  command table accepts, and the session is in its plain state (authenticated, outside
+  ``MULTI``); every such command would have been forwarded to the owner as it is;
+- the owner (the C twin, ``_cplain.c``): the keys it touches hold strings, without a deadline or
+  with one not yet passed, nobody WATCHes a key when it writes, the bucket keeps no SCAN index
+  when it adds or removes keys, and the command answers no error. Then it runs in C: the
+  bucket's dict changes in place, the journal gets exactly what ``Keyspace`` would note (a
+  ``KeyUndo`` per key replaced, one closed group of ``Put``/``Remove`` ops per command) and the
+  reply is encoded into the run's one buffer. Anything else, decided before anything changes,
+  is handed to ``fallback(argv)``: the Python engine (``execute`` and the RESP encoder), which
+  answers it as it answers any forwarded command; the run then goes on in C with the next.
+
+``run_plain_python`` is the reference: it hands every command to ``fallback``. Property tests
+hold the two to each other: the same replies byte for byte, the same keyspace, the same journal
+(and so the same log bytes) and the same counts, for random runs over random keyspaces.
+
+Output room. A run stops after the command whose reply took ``room`` below zero, as the owner
+does between requests; the commands from ``next`` on are not run, and the caller hands them
+back (see ``store._actor``, "Output room").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from minidb._accelerators import load
+from minidb.store._journal import KeyUndo, OpJournal
+from minidb.store._keyspace import Keyspace, _Expiring
+from minidb.wal._ops import Put, Remove
+
+PLAIN_ARITY: dict[bytes, int] = {
+    b"get": 2, b"set": -3, b"mget": -2, b"mset": -3, b"del": -2, b"unlink": -2,
+    b"exists": -2, b"incr": 2, b"decr": 2, b"incrby": 3, b"decrby": 3, b"expire": -3,
+    b"pexpire": -3, b"ttl": 2, b"pttl": 2, b"ping": -1,
+}
+"""The commands a connection may put in a run, lower case, with their arity as Redis's command
+table gives it (negative: at least that many). PING stands alone: with an argument it is the
+session's (its reply depends on the protocol), so a run takes it only bare (see
+``plain_arity``). Those without a C handler (EXPIRE, SET with options) run through the
+fallback, inside the run."""
+
+Fallback = Callable[[list[bytes]], bytes]
+"""Runs one command through the Python engine; its reply in wire form."""
+
+
+def plain_arity() -> dict[bytes, int]:
+    """``PLAIN_ARITY`` under the two spellings clients send (``get``, ``GET``), with PING only
+    bare (arity exactly 1): the connection's lookup, without folding the case."""
+    table = {name: (1 if name == b"ping" else arity) for name, arity in PLAIN_ARITY.items()}
+    return {**table, **{name.upper(): arity for name, arity in table.items()}}
+
+
+def run_plain_python(
+    ks: Keyspace,
+    journal: OpJournal,
+    argvs: list[list[bytes]],
+    start: int,
+    bucket: bytes,
+    protocol: int,
+    now_ms: int,
+    room: int,
+    max_reply: int,
+    calls: dict[bytes, int],
+    fallback: Fallback,
+) -> tuple[int, bytes, int]:
+    """Run ``argvs[start:]`` in order while ``room`` is not negative; (the index of the first
+    command not run, every reply joined, the room left). The reference: every command goes
+    to ``fallback``, which counts it in ``calls`` itself."""
+    replies = []
+    at, end = start, len(argvs)
+    while at < end and room >= 0:
+        reply = fallback(argvs[at])
+        at += 1
+        replies.append(reply)
+        room -= len(reply)
+    return at, b"".join(replies), room
+
+
+_c = load("minidb.store._cplain")
+if _c is not None:
+    _c.bind(KeyUndo, Put, Remove, _Expiring)
+
+run_plain: Callable[
+    [Keyspace, OpJournal, list[list[bytes]], int, bytes, int, int, int, int, dict[bytes, int],
+     Fallback],
+    tuple[int, bytes, int],
+] = _c.run if _c is not None else run_plain_python
+"""``run_plain_python``, in C when the accelerator is built (see the module docstring)."""
+
+ACCELERATED = _c is not None

@@ -1,0 +1,257 @@
+"""The C run of plain commands (``store._cplain``) against its Python twin, the reference.
+
+Both sides start from the same keyspace (strings with and without deadlines, passed or not,
+scanned buckets, watched keys) and run the same commands: the replies must be equal byte for
+byte, and so must the keyspace, the journal (its log bytes and its undo, checked by rolling
+back) and the counts. The connection-level test feeds the same pipelined bytes, split at
+random places, through a RESP connection's decoder and session into either run.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minidb.protocol import encode_command
+from minidb.server.resp import _executor as executor_module
+from minidb.server.resp._connection import RespContext, RespRequests
+from minidb.server.resp._executor import OwnerSide, RespExecutor
+from minidb.server.resp._info import ServerFacts
+from minidb.server.resp._session import RespSession, SessionConfig
+from minidb.server.resp._types import PlainRun
+from minidb.store import (
+    COMMANDS,
+    PLAIN_ARITY,
+    Keyspace,
+    OpJournal,
+    Session,
+    StoreState,
+    _plainrun,
+    execute,
+    run_plain_python,
+)
+from minidb.wal import encode_groups
+
+NOW_MS = 1_700_000_000_000
+
+pytestmark = pytest.mark.skipif(not _plainrun.ACCELERATED, reason="C twin not built")
+
+KEYS = [b"a", b"b", b"n", b"m", b"big", b"gone", b"later"]
+VALUES = [b"", b"v", b"12", b"-7", b"0", b"007", b"9223372036854775807", b"x" * 300]
+NUMBERS = [b"1", b"-1", b"0", b"5", b"-0", b"+3", b"01", b"9223372036854775807",
+           b"-9223372036854775808", b"99999999999999999999", b"x", b""]  # fmt: skip
+
+
+def _command() -> st.SearchStrategy[list[bytes]]:
+    key = st.sampled_from(KEYS)
+    value = st.sampled_from(VALUES)
+    number = st.sampled_from(NUMBERS)
+    name = st.sampled_from([b"GET", b"get", b"Get"])
+    return st.one_of(
+        st.tuples(name, key).map(list),
+        st.tuples(st.sampled_from([b"SET", b"set"]), key, value).map(list),
+        st.tuples(st.just(b"SET"), key, value, st.sampled_from([b"NX", b"XX", b"GET", b"PX"]))
+        .map(list),
+        st.tuples(st.just(b"SET"), key, value, st.just(b"EX"), number).map(list),
+        st.lists(key, min_size=1, max_size=4).map(lambda ks: [b"MGET", *ks]),
+        st.lists(st.tuples(key, value), min_size=1, max_size=3)
+        .map(lambda ps: [b"MSET", *[x for p in ps for x in p]]),
+        st.tuples(st.just(b"MSET"), key).map(list),  # wrong arity: the engine's error
+        st.lists(key, min_size=1, max_size=3).map(lambda ks: [b"DEL", *ks]),
+        st.lists(key, min_size=1, max_size=3).map(lambda ks: [b"UNLINK", *ks]),
+        st.lists(key, min_size=1, max_size=3).map(lambda ks: [b"EXISTS", *ks]),
+        st.tuples(st.sampled_from([b"INCR", b"DECR", b"incr"]), key).map(list),
+        st.tuples(st.sampled_from([b"INCRBY", b"DECRBY"]), key, number).map(list),
+        st.tuples(st.sampled_from([b"TTL", b"PTTL"]), key).map(list),
+        st.tuples(st.sampled_from([b"EXPIRE", b"PEXPIRE"]), key, number).map(list),
+        st.just([b"PING"]),
+    )
+
+
+def _keyspace(seed: int, protocol_watch: bool) -> tuple[Keyspace, Session]:
+    """A keyspace every run starts from: made the same way for both sides."""
+    ks = Keyspace(now_ms=NOW_MS, max_value_bytes=1000, rng=random.Random(seed))
+    session = Session()
+    rng = random.Random(seed)
+    journal = OpJournal()
+    for key in KEYS:
+        roll = rng.random()
+        if roll < 0.2:
+            continue
+        value = rng.choice(VALUES)
+        ks.put(b"0", key, value, None, journal)
+        if roll > 0.7:  # a deadline, passed or not
+            ks.set_expiry(b"0", key, NOW_MS + rng.choice([-5, 0, 1, 2500, 10**6]), journal)
+    if rng.random() < 0.2:
+        ks.scan(b"0", 0, 2, NOW_MS, journal)  # a SCAN index from now on
+    if rng.random() < 0.2:
+        ks.sorted_keys(b"0")
+    if protocol_watch:
+        ks.watch(b"0", [rng.choice(KEYS)])
+    ks.put(b"other", b"k", b"v", None, journal)
+    return ks, session
+
+
+def _state(ks: Keyspace) -> tuple[object, ...]:
+    return (
+        sorted(ks.items()),
+        len(ks),
+        sorted(ks.buckets()),
+        ks.statistics(),
+        ks.sorted_keys(b"0") and list(ks.sorted_keys(b"0") or []),
+    )
+
+
+def _run(
+    accelerated: bool, seed: int, watch: bool, argvs: list[list[bytes]], protocol: int,
+    room: int, max_reply: int,
+) -> tuple[object, ...]:
+    ks, session = _keyspace(seed, watch)
+    before = _state(ks)
+    journal = OpJournal()
+    executor = RespExecutor(max_reply_bytes=max_reply)
+    session.protocol = protocol
+
+    def fallback(argv: list[bytes]) -> bytes:
+        return executor._command(ks, session, argv, journal, NOW_MS)
+
+    run = _plainrun._c.run if accelerated else run_plain_python  # type: ignore[union-attr]
+    start = 1 if argvs else 0
+    stop, replies, left = run(
+        ks, journal, argvs, start, b"0", protocol, NOW_MS, room, max_reply,
+        executor.counts.raw_calls, fallback,
+    )  # fmt: skip
+    journal.close_group()
+    after = _state(ks)
+    log = encode_groups(journal.records)
+    ks.rollback(journal)
+    restored = _state(ks)[:3] == before[:3]  # (the statistics count what happened)
+    return stop, replies, left, after, log, executor.counts.calls, restored
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.booleans(),
+    st.lists(_command(), max_size=12),
+    st.sampled_from([2, 3]),
+    st.one_of(st.just(1 << 40), st.integers(-1, 600)),
+    st.sampled_from([1 << 40, 350, 40]),
+)
+def test_c_run_equals_the_python_run(
+    seed: int, watch: bool, argvs: list[list[bytes]], protocol: int, room: int, max_reply: int
+) -> None:
+    """Same replies, stopping point, room, keyspace, log bytes, counts; rollback restores."""
+    c = _run(True, seed, watch, argvs, protocol, room, max_reply)
+    python = _run(False, seed, watch, argvs, protocol, room, max_reply)
+    assert c == python
+    assert c[-1], "rollback did not restore the keyspace"
+
+
+def test_plain_arity_matches_the_command_table() -> None:
+    """A run takes only what the session would forward as it is: the same arities."""
+    for name, arity in PLAIN_ARITY.items():
+        if name != b"ping":
+            assert COMMANDS[name].arity == arity, name
+
+
+def test_c_run_hands_an_open_group_to_python() -> None:
+    """A group left open before the run is left to Python, which decides what it becomes."""
+    sides = []
+    for run in (_plainrun._c.run, run_plain_python):  # type: ignore[union-attr]
+        ks = Keyspace(now_ms=NOW_MS)
+        journal = OpJournal()
+        ks.put(b"0", b"a", b"1", None, journal)  # left open
+        session = Session()
+
+        def fallback(argv: list[bytes], ks: Keyspace = ks, journal: OpJournal = journal,
+                     session: Session = session) -> bytes:  # fmt: skip
+            execute(ks, session, argv, journal, NOW_MS)
+            return b"+OK\r\n"
+
+        run(ks, journal, [[b"SET", b"b", b"2"]], 0, b"0", 2, NOW_MS, 1 << 40, 1 << 40, {},
+            fallback)  # fmt: skip
+        sides.append([len(g) for g in journal.records])
+    assert sides[0] == sides[1]
+
+
+# -- through a connection: decoder, session, runs ------------------------------------------
+
+
+class _Env:
+    def unix_time(self) -> float:
+        return NOW_MS / 1000
+
+    def snapshot(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("not used")
+
+    def sessions(self):  # type: ignore[no-untyped-def]
+        return []
+
+
+def _connection_run(
+    accelerated: bool, wire: bytes, cuts: list[int], limits: list[int], seed: int
+) -> tuple[object, ...]:
+    state = StoreState()
+    ks, _ = _keyspace(seed, False)
+    state.keyspace = ks
+    executor = RespExecutor()
+    context = RespContext(
+        SessionConfig(ServerFacts(minidb_version="0")), executor, _Env(),
+        max_bulk_bytes=1 << 20, next_id=lambda: 1,
+    )  # fmt: skip
+    requests = RespRequests(RespSession(1, context.config), OwnerSide(), context)
+    journal = OpJournal()
+    original = executor_module.run_plain
+    executor_module.run_plain = original if accelerated else run_plain_python
+    try:
+        out = []
+        pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)]
+        limit_at = 0
+        for piece in pieces:
+            requests.receive(piece)
+            while True:
+                limit = limits[limit_at % len(limits)]
+                limit_at += 1
+                batch = requests.next_requests(limit)
+                if not batch:
+                    break
+                assert sum(len(r) if type(r) is PlainRun else 1 for r in batch) <= limit
+                for request in batch:
+                    if type(request) is bytes:
+                        out.append(request)
+                    else:
+                        out.append(executor.execute(state, request, journal, NOW_MS))
+    finally:
+        executor_module.run_plain = original
+    journal.close_group()
+    return b"".join(out), _state(ks), encode_groups(journal.records), executor.counts.calls
+
+
+_CONNECTION_EXTRAS = st.sampled_from([
+    [b"ECHO", b"e"], [b"SELECT", b"1"], [b"SELECT", b"0"], [b"MULTI"], [b"EXEC"],
+    [b"DISCARD"], [b"WATCH", b"a"], [b"APPEND", b"a", b"z"], [b"PING", b"p"], [b"HELLO", b"3"],
+    [b"GET"], [b"NOSUCH"], [b"SETEX", b"a", b"10", b"v"],
+])  # fmt: skip
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.one_of(_command(), _CONNECTION_EXTRAS), max_size=20),
+    st.lists(st.integers(1, 400), max_size=6, unique=True),
+    st.lists(st.integers(1, 8), min_size=1, max_size=4),
+    st.integers(0, 1000),
+)
+def test_connection_runs_equal_the_python_path(
+    commands: list[list[bytes]], cuts: list[int], limits: list[int], seed: int
+) -> None:
+    """Pipelined at random depths and split at random bytes: the same bytes back, the same
+    keyspace, log and counts, with the C run as with the Python one."""
+    wire = b"".join(encode_command(c) for c in commands)
+    cuts = sorted(c for c in cuts if c < len(wire))
+    c = _connection_run(True, wire, cuts, limits, seed)
+    python = _connection_run(False, wire, cuts, limits, seed)
+    assert c == python
