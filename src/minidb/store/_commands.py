@@ -101,7 +101,10 @@ def execute(
     # arity check and the handler call. Anything else takes the general route below.
     size = len(argv)
     if size == 2 and argv[0] in _GET_NAMES:
-        result: Result = ks.get(session.bucket, argv[1], now_ms, journal)
+        try:
+            result: Result = ks.get(session.bucket, argv[1], now_ms, journal)
+        except CommandError as exc:  # WRONGTYPE: the key holds a container
+            result = exc.reply
     elif size == 3 and argv[0] in _SET_NAMES:
         key, value = argv[1], argv[2]
         if len(key) > MAX_KEY_BYTES or len(value) > ks.max_value_bytes:

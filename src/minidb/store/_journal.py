@@ -6,23 +6,27 @@ group after each command, or once after a whole ``EXEC``; ``Keyspace.expire_due`
 own, bounded in size; an empty group is dropped. The ops are effects (``Put`` of the resulting
 value with its deadline, ``Expire`` with an absolute time), never commands.
 
-``undo`` holds, newest last, the state each change replaced: ``KeyUndo`` (the old value and
-deadline; value None if the key did not exist), ``FlushUndo`` (the bucket dicts a flush
-dropped, kept whole, so journaling a flush costs O(1)) and ``PutsUndo`` (the old plain values
-of a run of puts without expiry, one list entry per put instead of a tuple: a ``BULK``
-frame's rows). ``Keyspace.rollback`` applies them
-newest first, which is how the owner takes a group back when the log fails.
+``undo`` holds, newest last, the state each change replaced: ``KeyUndo`` (the old value, a
+string or the container object itself, and deadline; value None if the key did not exist),
+``FlushUndo`` (the bucket dicts a flush dropped, kept whole, so journaling a flush costs O(1)),
+``PutsUndo`` (the old plain values of a run of puts without expiry, one list entry per put
+instead of a tuple: a ``BULK`` frame's rows) and a ``ContainerUndo`` per change to some
+elements of a container (``FieldsUndo`` of a hash, ``MembersUndo`` of a set): what those
+elements were, so an undo costs what the change touched, never a copy of the container.
+``Keyspace.rollback`` applies them newest first, which is how the owner takes a group back
+when the log fails.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from minidb.wal._ops import Op
 
 if TYPE_CHECKING:
     from minidb.store._keyspace import Stored
+    from minidb.store._values import Value
 
 
 class KeyUndo(NamedTuple):
@@ -30,7 +34,7 @@ class KeyUndo(NamedTuple):
 
     bucket: bytes
     key: bytes
-    value: bytes | None
+    value: Value | None
     expire_at_ms: int | None
 
 
@@ -49,7 +53,61 @@ class PutsUndo(NamedTuple):
     olds: list[bytes | None]
 
 
-UndoEntry = KeyUndo | FlushUndo | PutsUndo
+class ContainerUndo:
+    """A change to some elements of the container at ``(bucket, key)``: ``revert`` takes it
+    back, given the container the key holds then (found by key: the object may be a copy)."""
+
+    __slots__ = ("bucket", "encoding", "key")
+
+    def __init__(self, bucket: bytes, key: bytes, encoding: str) -> None:
+        self.bucket = bucket
+        self.key = key
+        self.encoding = encoding
+        """The container's encoding before the change (a change may convert it)."""
+
+    def revert(self, container: Any) -> None:
+        raise NotImplementedError
+
+
+class FieldsUndo(ContainerUndo):
+    """Fields of a hash set or deleted: each field with its value before, None if absent."""
+
+    __slots__ = ("olds",)
+
+    def __init__(
+        self, bucket: bytes, key: bytes, encoding: str, olds: list[tuple[bytes, bytes | None]]
+    ) -> None:
+        super().__init__(bucket, key, encoding)
+        self.olds = olds
+
+    def revert(self, container: Any) -> None:
+        for field, old in reversed(self.olds):
+            if old is None:
+                del container[field]
+            else:
+                container[field] = old
+        container.encoding = self.encoding
+
+
+class MembersUndo(ContainerUndo):
+    """Members of a set added (absent before) or removed (present before)."""
+
+    __slots__ = ("added", "removed")
+
+    def __init__(
+        self, bucket: bytes, key: bytes, encoding: str, added: list[bytes], removed: list[bytes]
+    ) -> None:
+        super().__init__(bucket, key, encoding)
+        self.added = added
+        self.removed = removed
+
+    def revert(self, container: Any) -> None:
+        container.difference_update(self.added)
+        container.update(self.removed)
+        container.encoding = self.encoding
+
+
+UndoEntry = KeyUndo | FlushUndo | PutsUndo | ContainerUndo
 
 
 class OpJournal:

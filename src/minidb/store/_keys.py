@@ -1,8 +1,10 @@
 """The commands on keys whatever their value: DEL, EXISTS, expiry, RENAME, COPY, SCAN, ...
 
-Each follows its Redis original (``db.c``, ``expire.c``) in the order of checks and the
-wording of errors. Relative times are journaled as absolute deadlines (``Expire``), and a
-deadline already past deletes the key (journaled as ``Remove``), as Redis does.
+Each follows its Redis original (``db.c``, ``expire.c``, ``object.c``) in the order of checks
+and the wording of errors, and works on a key of any type (string, hash, set). Relative times are
+journaled as absolute deadlines (``Expire``), and a deadline already past deletes the key
+(journaled as ``Remove``), as Redis does. RENAME and COPY are journaled as ``Rename`` and
+``Copy``, whatever the size of the value they move.
 """
 
 from __future__ import annotations
@@ -30,13 +32,15 @@ from minidb.store._results import (
     CommandError,
     Result,
     Simple,
+    wrong_arity,
 )
+from minidb.store._values import TYPE_NAMES, encoding_of, type_name
 
 DEFAULT_SCAN_COUNT = 10
 """Keys a SCAN step examines when no COUNT is given (Redis's default)."""
 
-TYPE_NAMES = frozenset((b"string", b"list", b"set", b"zset", b"hash", b"stream"))
-"""Types ``SCAN ... TYPE`` accepts; every key here is a ``string``."""
+_TYPE_NAMES = frozenset(name.encode() for name in TYPE_NAMES)
+"""Types ``SCAN ... TYPE`` accepts (those minidb does not have yet match no key)."""
 
 
 def _delete(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> int:
@@ -176,23 +180,72 @@ def persist(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
 
 @command("type", 2, "readonly", "fast")
 def type_(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    return Simple("string" if ks.exists(s.bucket, argv[1], now_ms, j) else "none")
+    value = ks.value(s.bucket, argv[1], now_ms, j)
+    return Simple("none" if value is None else type_name(value))
+
+
+_OBJECT_HELP = (
+    "ENCODING <key>",
+    "    Return the kind of internal representation used in order to store the value",
+    "    associated with a <key>.",
+    "FREQ <key>",
+    "    Return the access frequency index of the <key>. The returned integer is",
+    "    proportional to the logarithm of the recent access frequency of the key.",
+    "IDLETIME <key>",
+    "    Return the idle time of the <key>, that is the approximated number of",
+    "    seconds elapsed since the last access to the key.",
+    "REFCOUNT <key>",
+    "    Return the number of references of the value associated with the specified",
+    "    <key>.",
+)
+_NO_LFU = (
+    "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
+    "that when switching between policies at runtime LRU and LFU data will take some time to "
+    "adjust."
+)
+
+
+@command("object", -2, "readonly")
+def object_(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``objectCommand``: ENCODING as Redis names it, REFCOUNT 1 (values are never
+    shared), IDLETIME 0 (minidb keeps no access times), FREQ refused as without an LFU policy."""
+    sub = argv[1].lower()
+    if sub == b"help":
+        if len(argv) != 2:
+            raise CommandError(wrong_arity("object|help"))
+        lines = ["OBJECT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:"]
+        return [Simple(line) for line in (*lines, *_OBJECT_HELP, "HELP", "    Print this help.")]
+    if sub not in (b"encoding", b"refcount", b"idletime", b"freq"):
+        raise CommandError(
+            f"ERR unknown subcommand '{text_of(argv[1][:128])}'. Try OBJECT HELP."
+        )
+    if len(argv) != 3:
+        raise CommandError(wrong_arity("object|" + sub.decode()))
+    value = ks.value(s.bucket, argv[2], now_ms, j)
+    if value is None:
+        return None
+    if sub == b"encoding":
+        return encoding_of(value).encode()
+    if sub == b"refcount":
+        return 1
+    if sub == b"idletime":
+        return 0
+    raise CommandError(_NO_LFU)
 
 
 def _rename(
     ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, nx: bool
 ) -> Result:
     source, target = argv[1], argv[2]
-    found = ks.lookup(s.bucket, source, now_ms, j)
-    if found is None:
+    if not ks.exists(s.bucket, source, now_ms, j):
         raise CommandError(NO_SUCH_KEY)
     if source == target:
         return 0 if nx else OK
     if nx and ks.exists(s.bucket, target, now_ms, j):
         return 0
     check_write(ks, target, b"")
-    ks.put(s.bucket, target, found[0], found[1], j)  # the Put replaces any old target
-    ks.remove(s.bucket, source, j)
+    ks.exists(s.bucket, target, now_ms, j)  # an expired target goes first, as its own removal
+    ks.rename(s.bucket, source, target, j)  # replaces any old target
     return 1 if nx else OK
 
 
@@ -224,13 +277,13 @@ def copy(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
     source, target = argv[1], argv[2]
     if target_bucket == s.bucket and source == target:
         raise CommandError(SAME_OBJECT)
-    found = ks.lookup(s.bucket, source, now_ms, j)
-    if found is None:
+    if not ks.exists(s.bucket, source, now_ms, j):
         return 0
     if not replace and ks.exists(target_bucket, target, now_ms, j):
         return 0
     check_write(ks, target, b"")
-    ks.put(target_bucket, target, found[0], found[1], j)
+    ks.exists(target_bucket, target, now_ms, j)  # an expired target goes first
+    ks.copy(s.bucket, source, target_bucket, target, j)
     return 1
 
 
@@ -260,17 +313,18 @@ def scan(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
             pattern = argv[i + 1]
         elif opt == b"TYPE":
             wanted = argv[i + 1].lower()
-            if wanted not in TYPE_NAMES:
+            if wanted not in _TYPE_NAMES:
                 raise CommandError(f"ERR unknown type name '{text_of(argv[i + 1])}'")
         else:
             raise CommandError(SYNTAX_ERROR)
         i += 2
     next_cursor, keys = ks.scan(s.bucket, cursor, count, now_ms, j)
-    if wanted is not None and wanted != b"string":
-        keys = []
     if pattern is not None and pattern != b"*":
         matches = compile_glob(pattern)
         keys = [key for key in keys if matches(key)]
+    if wanted is not None:
+        name = wanted.decode()
+        keys = [key for key in keys if type_name(ks.peek(s.bucket, key)) == name]  # type: ignore[arg-type]
     return [b"%d" % next_cursor, list(keys)]
 
 
@@ -338,6 +392,6 @@ def unwatch(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
 
 COMMANDS: list[Command] = [
     del_, unlink, exists, expire, pexpire, expireat, pexpireat, ttl, pttl, expiretime,
-    pexpiretime, persist, type_, rename, renamenx, copy, randomkey, scan, keys, dbsize,
+    pexpiretime, persist, type_, object_, rename, renamenx, copy, randomkey, scan, keys, dbsize,
     flushdb, flushall, time, select, watch, unwatch,
 ]  # fmt: skip

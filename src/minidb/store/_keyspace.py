@@ -1,4 +1,4 @@
-"""The keyspace: buckets of binary keys and values, each key with an optional expiry time.
+"""The keyspace: buckets of binary keys and typed values, each key with an optional expiry time.
 
 ``Keyspace`` is pure (no asyncio, no clock): every call that can observe time takes ``now_ms``,
 milliseconds since the Unix epoch, from its one owner. It offers the primitive changes
@@ -9,8 +9,9 @@ WATCH on the key. The command engine (``_commands``) builds every Redis command 
 Theory of operation
 ===================
 
-Values and expiry. A bucket is a ``dict`` key -> value. A key without expiry maps straight to
-its ``bytes`` value, so it costs nothing beyond the dict entry. A key with an expiry maps to an
+Values and expiry. A bucket is a ``dict`` key -> value. A value is a string (``bytes``) or a
+container (``_values``: a hash, a set). A key without expiry maps straight to its value, so a
+string costs nothing beyond the dict entry. A key with an expiry maps to an
 ``_Expiring`` record holding the value, the deadline and the bucket and key names; that record
 *is* the key's entry in a ``TimerWheel`` (it carries the wheel's two attributes), so an expiry
 costs one small object and one slot in the wheel, and there is no separate expires dict to keep
@@ -48,6 +49,28 @@ a bucket it has scanned keeps its keys in a sorted list (``sorted_keys``), maint
 insert and delete from then on (a bisect and a memmove). Either index exists only for buckets
 that were scanned that way, so buckets never scanned pay nothing.
 
+Typed values. The string commands read with ``get`` and ``lookup_string``, which raise
+``WrongTypeError`` for a container; the container commands with ``container(...,
+HashValue)``. A command changes a container through the keyspace in three steps:
+``for_change`` (the container to change: the key's, or a new one made its value, journaled as
+the key's creation), then the command's own change of its elements, noted in the journal as an
+element op (``AddElements``, ``RemoveElements``) and a ``ContainerUndo`` holding what those
+elements were, then ``drop_empty`` if it emptied the container (an empty container never
+exists: the key goes, its element op says so at replay). Undo is element-level, so a change
+costs what it touched, never a copy of the container. Whole-key changes (``put_container``,
+``rename``, ``copy``, and ``put`` / ``remove`` of any type) journal a ``KeyUndo`` holding the
+old value itself, container or string. The keyspace counts the containers of each bucket
+(``_containers``), so a snapshot of a bucket of strings never looks for them.
+
+Snapshots of containers. A checkpoint captures the keyspace on the owner (``frozen_snapshot_
+parts``: a shallow copy of each bucket dict) and encodes it later in another thread, while
+the owner goes on changing containers in place. Copy-on-write keeps the copy true: capturing
+raises ``_epoch`` and sets ``_cow_below`` to it; every container carries the epoch it was made
+in, and ``for_change`` (and replay) copies a container older than ``_cow_below`` before its
+first change, putting the copy in the key's place, so the captured object is never changed.
+The capture costs nothing per container, and each container is copied at most once per
+checkpoint, only if it changes while the snapshot is written (``snapshot_done`` ends that).
+
 WATCH. ``watch(bucket, keys)`` returns a ``Watch`` registered per (bucket, key); every change
 (write, delete, expiry, flush of an existing key) marks the watches of its key dirty. With
 nobody watching, a change pays one test of an empty dict.
@@ -57,14 +80,27 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, TypeVar, cast
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
-from minidb.store._journal import FlushUndo, KeyUndo, OpJournal, PutsUndo
+from minidb.store._journal import ContainerUndo, FlushUndo, KeyUndo, OpJournal, PutsUndo
+from minidb.store._results import WrongTypeError
 from minidb.store._scanindex import ScanIndex
-from minidb.wal._ops import Expire, Flush, Op, Put, Remove
+from minidb.store._values import KIND_BY_CODE, KIND_OF, Container, HashValue, SetValue, Value
+from minidb.wal._ops import (
+    AddElements,
+    Copy,
+    Expire,
+    Flush,
+    Op,
+    Put,
+    PutContainer,
+    Remove,
+    RemoveElements,
+    Rename,
+)
 
 MAX_KEY_BYTES = 64 * 1024
 """The longest key a command may create, in bytes."""
@@ -87,7 +123,7 @@ class _Expiring:
 
     __slots__ = ("_wheel_tick", "_wheel_where", "bucket", "key", "value")
 
-    def __init__(self, bucket: bytes, key: bytes, value: bytes) -> None:
+    def __init__(self, bucket: bytes, key: bytes, value: Value) -> None:
         self.bucket = bucket
         self.key = key
         self.value = value
@@ -95,7 +131,21 @@ class _Expiring:
         self._wheel_where = UNFILED
 
 
-Stored = bytes | _Expiring
+Stored = bytes | _Expiring | HashValue | SetValue
+"""A bucket's entry: the value itself, or for a key with a deadline its ``_Expiring`` record."""
+C = TypeVar("C", HashValue, SetValue)
+
+
+class SnapshotParts(NamedTuple):
+    """The keyspace as a snapshot encodes it (``snapshot_parts``)."""
+
+    buckets: list[tuple[bytes, dict[bytes, object], bool]]
+    """Each bucket's dict and whether it holds containers: its ``bytes`` values are the
+    strings without expiry, its containers (not ``_Expiring`` records) those without expiry."""
+    expiring: list[tuple[bytes, bytes, Value, int]]
+    """(bucket, key, value, deadline) of every key with a deadline."""
+    epoch: int
+    """The copy-on-write epoch of a frozen capture (0 for a live one)."""
 
 
 class Watch:
@@ -146,28 +196,77 @@ class Keyspace:
         self._rng = rng or random.Random()
         self._keys = 0
         self._expired_lazily = self._expired_by_timer = self._examined = 0
+        self._containers: dict[bytes, int] = {}
+        """Bucket -> keys holding a container (absent: none)."""
+        self._epoch = 0
+        """The copy-on-write epoch new containers are made in (see the module docstring)."""
+        self._cow_below = 0
+        """Containers of an epoch below this may be read by a snapshot: copy before changing."""
 
     # -- reading -----------------------------------------------------------------------------
 
     def get(
         self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
     ) -> bytes | None:
-        """The value of a live key, or None; an expired key found here is removed."""
+        """The string value of a live key, or None; an expired key found here is removed.
+        ``WrongTypeError`` if the key holds a container."""
         found = self._live(bucket, key, now_ms, journal)
-        if found is None or isinstance(found, bytes):
+        if found is None or type(found) is bytes:
             return found
-        return found.value
+        if type(found) is _Expiring and type(found.value) is bytes:
+            return found.value
+        raise WrongTypeError()
 
     def lookup(
         self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
-    ) -> tuple[bytes, int | None] | None:
-        """(value, deadline or None) of a live key, or None."""
+    ) -> tuple[Value, int | None] | None:
+        """(value of any type, deadline or None) of a live key, or None."""
         found = self._live(bucket, key, now_ms, journal)
         if found is None:
             return None
-        if isinstance(found, bytes):
-            return found, None
-        return found.value, found._wheel_tick
+        if isinstance(found, _Expiring):
+            return found.value, found._wheel_tick
+        return found, None
+
+    def lookup_string(
+        self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
+    ) -> tuple[bytes, int | None] | None:
+        """``lookup`` of a key that must hold a string: ``WrongTypeError`` otherwise."""
+        found = self.lookup(bucket, key, now_ms, journal)
+        if found is not None and type(found[0]) is not bytes:
+            raise WrongTypeError()
+        return found  # type: ignore[return-value]
+
+    def value(
+        self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None
+    ) -> Value | None:
+        """The value of a live key, whatever its type, or None."""
+        found = self._live(bucket, key, now_ms, journal)
+        if isinstance(found, _Expiring):
+            return found.value
+        return found
+
+    def container(
+        self, bucket: bytes, key: bytes, cls: type[C], now_ms: int, journal: OpJournal | None
+    ) -> C | None:
+        """The container of class ``cls`` at a live key, or None if the key is missing;
+        ``WrongTypeError`` if it holds another type. Read it; change it via ``for_change``."""
+        found = self.value(bucket, key, now_ms, journal)
+        if found is None or type(found) is cls:
+            return found
+        raise WrongTypeError()
+
+    def peek(self, bucket: bytes, key: bytes) -> Value | None:
+        """The value of a key as it is (expired or not, nothing removed): for a caller that
+        just had the key from a read that checked its deadline (``scan``, ``keys``)."""
+        found = self._buckets.get(bucket)
+        stored = found.get(key) if found else None
+        return stored.value if isinstance(stored, _Expiring) else stored
+
+    @property
+    def epoch(self) -> int:
+        """The epoch a container made now belongs to (``_values``'s constructors take it)."""
+        return self._epoch
 
     def exists(self, bucket: bytes, key: bytes, now_ms: int, journal: OpJournal | None) -> bool:
         return self._live(bucket, key, now_ms, journal) is not None
@@ -187,7 +286,7 @@ class Keyspace:
     def keys(self, bucket: bytes, now_ms: int) -> Iterator[bytes]:
         """Every live key of ``bucket`` (what KEYS walks); expired ones are skipped, not removed."""
         for key, stored in list(self._buckets.get(bucket, {}).items()):
-            if isinstance(stored, bytes) or stored._wheel_tick > now_ms:
+            if type(stored) is not _Expiring or stored._wheel_tick > now_ms:
                 yield key
 
     def scan(
@@ -202,7 +301,7 @@ class Keyspace:
         live = []
         for key in page:
             stored = found[key]
-            if isinstance(stored, bytes) or stored._wheel_tick > now_ms:
+            if type(stored) is not _Expiring or stored._wheel_tick > now_ms:
                 live.append(key)
             else:
                 self._expire(bucket, key, journal)
@@ -219,34 +318,62 @@ class Keyspace:
                 return key
         return None
 
-    def items(self) -> Iterator[Put]:
-        """The whole keyspace as ``Put`` ops, each key's expiry included, in no order."""
+    def items(self) -> Iterator[Put | PutContainer]:
+        """The whole keyspace as ops, each key's expiry included, in no order of keys: a
+        ``Put`` per string, a ``PutContainer`` per container with its elements in a canonical
+        order (a hash by field, a set sorted), so two equal keyspaces give equal items."""
         for name, bucket in self._buckets.items():
             for key, stored in bucket.items():
-                if isinstance(stored, bytes):
-                    yield Put(name, key, stored)
+                value, deadline = (
+                    (stored.value, stored._wheel_tick)
+                    if isinstance(stored, _Expiring)
+                    else (stored, None)
+                )
+                if type(value) is bytes:
+                    yield Put(name, key, value, deadline)
+                elif type(value) is HashValue:
+                    flat = tuple(x for pair in sorted(value.items()) for x in pair)
+                    yield PutContainer(name, key, KIND_OF[HashValue].code, flat, deadline)
                 else:
-                    yield Put(name, key, stored.value, stored._wheel_tick)
+                    members = tuple(sorted(cast(SetValue, value)))
+                    yield PutContainer(name, key, KIND_OF[SetValue].code, members, deadline)
 
-    def snapshot_parts(self) -> tuple[list[tuple[bytes, dict[bytes, object]]], list[Put]]:
-        """The keyspace in the two parts a snapshot encodes: each bucket's dict, in which only
-        the keys mapping to ``bytes`` are read (a key with an expiry maps to its record), and
-        a ``Put`` of each key with an expiry. Live objects: read them before the next change.
-        """
+    def snapshot_parts(self) -> SnapshotParts:
+        """The keyspace as a snapshot encodes it (see ``SnapshotParts``). Live objects: read
+        them before the next change."""
         buckets = cast(list[tuple[bytes, dict[bytes, object]]], list(self._buckets.items()))
-        return buckets, [Put(r.bucket, r.key, r.value, r._wheel_tick) for r in self._wheel]
+        has = self._containers
+        return SnapshotParts(
+            [(name, bucket, bool(has.get(name))) for name, bucket in buckets],
+            [(r.bucket, r.key, r.value, r._wheel_tick) for r in self._wheel],
+            0,
+        )
 
-    def frozen_snapshot_parts(self) -> tuple[list[tuple[bytes, dict[bytes, object]]], list[Put]]:
+    def frozen_snapshot_parts(self) -> SnapshotParts:
         """``snapshot_parts()`` of the keyspace as it is now, safe to read in another thread
-        later.
+        later, until ``snapshot_done``.
 
-        Copies each bucket's dict here (values are immutable ``bytes``, shared, not copied),
-        and the value and deadline of each key with an expiry, because ``put`` updates such a
+        Copies each bucket's dict here (strings are immutable ``bytes``, shared, not copied;
+        containers are shared too, and copied on write from now on: see the docstring), and
+        the value and deadline of each key with an expiry, because ``put`` updates such a
         record in place: this copy is the whole pause a checkpoint costs the owner; encoding
         and writing the snapshot then run off the owner while writes go on.
         """
-        buckets, expiring = self.snapshot_parts()
-        return [(name, bucket.copy()) for name, bucket in buckets], expiring
+        parts = self.snapshot_parts()
+        self._epoch += 1
+        self._cow_below = self._epoch
+        return SnapshotParts(
+            [(name, bucket.copy(), has) for name, bucket, has in parts.buckets],
+            parts.expiring,
+            self._epoch,
+        )
+
+    def snapshot_done(self, parts: SnapshotParts) -> None:
+        """The snapshot of ``parts`` (a frozen capture) has been read: its containers need no
+        copying any more. Any thread may call it: the one assignment is atomic, and a copy
+        made meanwhile is merely unneeded."""
+        if parts.epoch and self._cow_below == parts.epoch:
+            self._cow_below = 0
 
     def sorted_keys(self, bucket: bytes) -> list[bytes] | None:
         """The keys of ``bucket`` in byte order (expired ones not yet removed included), or
@@ -280,10 +407,10 @@ class Keyspace:
         if journal is not None:
             found = self._buckets.get(bucket)
             old = found.get(key) if found is not None else None
-            if old is None or isinstance(old, bytes):
-                journal.undo.append(KeyUndo(bucket, key, old, None))
-            else:
+            if isinstance(old, _Expiring):
                 journal.undo.append(KeyUndo(bucket, key, old.value, old._wheel_tick))
+            else:
+                journal.undo.append(KeyUndo(bucket, key, old, None))
             journal._open.append(Put(bucket, key, value, expire_at_ms))
         self._store(bucket, key, value, expire_at_ms)
 
@@ -439,6 +566,89 @@ class Keyspace:
             journal.add(Expire(bucket, key, expire_at_ms))
         self._store(bucket, key, before.value, expire_at_ms)
 
+    def for_change(
+        self,
+        bucket: bytes,
+        key: bytes,
+        found: C | None,
+        make: Callable[[int], C],
+        journal: OpJournal | None,
+    ) -> C:
+        """The container to change at ``key``: ``found`` (what ``container`` returned, None
+        for a missing key) as it stands, or copied first if a snapshot may be reading it; for
+        a missing key, ``make(epoch)`` made its value, without expiry, journaled as the key's
+        creation (its log op is the caller's element op). Watchers are touched: the caller
+        changes it now, noting the element op and its ``ContainerUndo``."""
+        if found is None:
+            made = make(self._epoch)
+            if journal is not None:
+                journal.undo.append(KeyUndo(bucket, key, None, None))
+            self._store(bucket, key, made, None)
+            return made
+        return self._changing(bucket, key)  # type: ignore[return-value]
+
+    def drop_empty(self, bucket: bytes, key: bytes, journal: OpJournal | None) -> None:
+        """Delete a key whose container a change just emptied. Only the undo is journaled:
+        the change's ``RemoveElements`` deletes it at replay too (an empty container never
+        exists)."""
+        if journal is not None:
+            journal.undo.append(self._state_of(bucket, key))
+        self._delete(bucket, key)
+
+    def put_container(
+        self,
+        bucket: bytes,
+        key: bytes,
+        container: Container,
+        expire_at_ms: int | None,
+        journal: OpJournal | None,
+    ) -> None:
+        """Set the key's whole state to a new, non-empty ``container`` (made at ``epoch``),
+        journaled as one ``PutContainer`` of all its elements (a ``*STORE`` result)."""
+        assert container, "an empty container never exists"
+        if journal is not None:
+            kind = KIND_OF[type(container)]
+            journal.undo.append(self._state_of(bucket, key))
+            elements = tuple(kind.elements(container))
+            journal.add(PutContainer(bucket, key, kind.code, elements, expire_at_ms))
+        self._store(bucket, key, container, expire_at_ms)
+
+    def rename(self, bucket: bytes, key: bytes, new_key: bytes, journal: OpJournal | None) -> None:
+        """Move an existing key's whole state (any type, its deadline) to ``new_key``,
+        replacing what that held; one ``Rename`` op, whatever the value's size."""
+        source = self._state_of(bucket, key)
+        assert source.value is not None, f"rename of missing key {bucket!r} {key!r}"
+        if key == new_key:
+            return
+        if journal is not None:
+            journal.undo.append(self._state_of(bucket, new_key))
+            journal.undo.append(source)
+            journal.add(Rename(bucket, key, new_key))
+        self._store(bucket, new_key, source.value, source.expire_at_ms)
+        self._delete(bucket, key)
+
+    def copy(
+        self,
+        bucket: bytes,
+        key: bytes,
+        to_bucket: bytes,
+        to_key: bytes,
+        journal: OpJournal | None,
+    ) -> None:
+        """Copy an existing key's whole state to ``(to_bucket, to_key)``, replacing what that
+        held (a container is copied, not shared); one ``Copy`` op."""
+        source = self._state_of(bucket, key)
+        value = source.value
+        assert value is not None, f"copy of missing key {bucket!r} {key!r}"
+        if (bucket, key) == (to_bucket, to_key):
+            return
+        if journal is not None:
+            journal.undo.append(self._state_of(to_bucket, to_key))
+            journal.add(Copy(bucket, key, to_bucket, to_key))
+        if type(value) is not bytes:
+            value = KIND_OF[type(value)].copy(value, self._epoch)
+        self._store(to_bucket, to_key, value, source.expire_at_ms)
+
     def flush(self, bucket: bytes | None, journal: OpJournal | None) -> int:
         """Delete every key of ``bucket`` (every bucket if None); how many there were."""
         if bucket is None:
@@ -460,11 +670,13 @@ class Keyspace:
             self._buckets = {}
             self._indexes = {}
             self._sorted = {}
+            self._containers = {}
             self._wheel.clear()
         else:
             del self._buckets[bucket]
             self._indexes.pop(bucket, None)
             self._sorted.pop(bucket, None)
+            self._containers.pop(bucket, None)
             wheel = self._wheel
             for stored in dropped[bucket].values():
                 if isinstance(stored, _Expiring):
@@ -486,6 +698,8 @@ class Keyspace:
                         self._store(bucket, key, old, None)
             elif isinstance(entry, FlushUndo):
                 self._restore_buckets(entry.buckets)
+            elif isinstance(entry, ContainerUndo):
+                entry.revert(self._changing(entry.bucket, entry.key))
             elif entry.value is None:
                 self._delete(entry.bucket, entry.key)
             else:
@@ -573,8 +787,39 @@ class Keyspace:
                 state = self._state_of(op.bucket, op.key)
                 if state.value is not None:
                     self._store(op.bucket, op.key, state.value, op.expire_at_ms)
-            else:
+            elif isinstance(op, Flush):
                 self.flush(op.bucket, None)
+            else:
+                self._apply_typed(op)
+
+    def _apply_typed(self, op: Op) -> None:
+        """Replay one op of typed values (``docs/wal-format.md``, "Typed values")."""
+        if isinstance(op, PutContainer):
+            kind = KIND_BY_CODE[op.kind]
+            self._store(op.bucket, op.key, kind.build(op.elements, self._epoch), op.expire_at_ms)
+        elif isinstance(op, AddElements | RemoveElements):
+            kind = KIND_BY_CODE[op.kind]
+            value = self.peek(op.bucket, op.key)
+            if value is not None and type(value) is not kind.cls:
+                raise ValueError(f"cannot apply {op!r}: the key holds a {type(value).__name__}")
+            if isinstance(op, AddElements):
+                if value is None:
+                    self._store(op.bucket, op.key, kind.new(op.elements, self._epoch), None)
+                kind.add(self._changing(op.bucket, op.key), op.elements)
+            elif value is not None:
+                container = self._changing(op.bucket, op.key)
+                kind.remove(container, op.elements)
+                if not container:
+                    self._delete(op.bucket, op.key)
+        elif isinstance(op, Rename | Copy):
+            if self.peek(op.bucket, op.key) is None:
+                raise ValueError(f"cannot apply {op!r}: the key does not exist")
+            if isinstance(op, Rename):
+                self.rename(op.bucket, op.key, op.new_key, None)
+            else:
+                self.copy(op.bucket, op.key, op.to_bucket, op.to_key, None)
+        else:
+            raise ValueError(f"not an operation: {op!r}")
 
     def purge_expired(self, now_ms: int) -> int:
         """Drop, without journaling, every key due by ``now_ms`` (after a replay: the log
@@ -620,7 +865,7 @@ class Keyspace:
         if found is None:
             return None
         stored = found.get(key)
-        if stored is None or isinstance(stored, bytes):
+        if stored is None or type(stored) is not _Expiring:
             return stored
         if stored._wheel_tick > now_ms:
             return stored
@@ -631,19 +876,43 @@ class Keyspace:
         self._expired_lazily += 1
         self.remove(bucket, key, journal)
 
+    def _changing(self, bucket: bytes, key: bytes) -> Container:
+        """The container at an existing key, about to change in place: first copied into the
+        key's place if a snapshot being written may read it (see the docstring); watchers
+        touched."""
+        stored = self._buckets[bucket][key]
+        record = stored if isinstance(stored, _Expiring) else None
+        value = cast(Container, record.value if record is not None else stored)
+        if value.epoch < self._cow_below:
+            value = KIND_OF[type(value)].copy(value, self._epoch)
+            if record is not None:
+                record.value = value
+            else:
+                self._buckets[bucket][key] = value
+        if self._watched:
+            self._touch((bucket, key))
+        return value
+
     def _state_of(self, bucket: bytes, key: bytes) -> KeyUndo:
         found = self._buckets.get(bucket)
         stored = found.get(key) if found else None
-        if stored is None or isinstance(stored, bytes):
-            return KeyUndo(bucket, key, stored, None)
-        return KeyUndo(bucket, key, stored.value, stored._wheel_tick)
+        if isinstance(stored, _Expiring):
+            return KeyUndo(bucket, key, stored.value, stored._wheel_tick)
+        return KeyUndo(bucket, key, stored, None)
 
-    def _store(self, name: bytes, key: bytes, value: bytes, expire_at_ms: int | None) -> None:
+    def _store(self, name: bytes, key: bytes, value: Value, expire_at_ms: int | None) -> None:
         """Set a key's value and deadline, keeping the wheel, the index and watches in step."""
         bucket = self._buckets.get(name)
         if bucket is None:
             bucket = self._buckets[name] = {}
         old = bucket.get(key)
+        old_value = old.value if isinstance(old, _Expiring) else old
+        if type(value) is not bytes or (old_value is not None and type(old_value) is not bytes):
+            delta = (type(value) is not bytes) - (
+                old_value is not None and type(old_value) is not bytes
+            )
+            if delta:
+                self._containers[name] = self._containers.get(name, 0) + delta
         if isinstance(old, _Expiring):
             record: _Expiring = old
             if expire_at_ms is None:
@@ -681,7 +950,9 @@ class Keyspace:
     def _drop(self, name: bytes, key: bytes) -> None:
         """Forget a key whose record (if any) is already out of the wheel."""
         bucket = self._buckets[name]
-        del bucket[key]
+        old = bucket.pop(key)
+        if type(old) is not bytes and (type(old) is not _Expiring or type(old.value) is not bytes):
+            self._containers[name] -= 1
         self._keys -= 1
         index = self._indexes.get(name)
         if index is not None:
@@ -693,6 +964,7 @@ class Keyspace:
             del self._buckets[name]
             self._indexes.pop(name, None)
             self._sorted.pop(name, None)
+            self._containers.pop(name, None)
         if self._watched:
             self._touch((name, key))
 
@@ -703,9 +975,15 @@ class Keyspace:
             self._indexes.pop(name, None)
             self._sorted.pop(name, None)
             self._keys += len(bucket)
+            containers = 0
             for stored in bucket.values():
                 if isinstance(stored, _Expiring):
                     self._wheel.insert(stored, stored._wheel_tick)
+                    containers += type(stored.value) is not bytes
+                else:
+                    containers += type(stored) is not bytes
+            if containers:
+                self._containers[name] = containers
 
     def _index(self, bucket: bytes) -> ScanIndex | None:
         found = self._buckets.get(bucket)

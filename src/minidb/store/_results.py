@@ -46,6 +46,14 @@ DB_OUT_OF_RANGE = "ERR DB index is out of range"
 STRING_TOO_LONG = "ERR string exceeds maximum allowed size (proto-max-bulk-len)"
 KEY_TOO_LONG = "ERR key exceeds maximum allowed size"
 INVALID_CURSOR = "ERR invalid cursor"
+WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+
+class WrongTypeError(CommandError):
+    """A command met a key holding another type than it works on (Redis's ``WRONGTYPE``)."""
+
+    def __init__(self) -> None:
+        super().__init__(WRONGTYPE)
 
 
 def wrong_arity(name: str) -> str:

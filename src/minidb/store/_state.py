@@ -13,7 +13,9 @@ What the line protocol cannot carry. The keyspace holds any bytes; this protocol
 ``[A-Za-z0-9_.:/-]{1,64}`` and its values one line of UTF-8 of at most 4096 bytes. A GET of a
 value it cannot carry is answered ``ERR not representable in the line protocol`` and a SCAN
 skips a key that is not a name: never a mangled reply. An expired key is never returned either
-(the keyspace checks deadlines on every read, removing the key on the spot).
+(the keyspace checks deadlines on every read, removing the key on the spot). A key holding a
+hash or a set (written over RESP) has no line form: its GET answers ``ERR wrong type`` and
+SCAN skips it; DEL, EXPIRE, TTL and PERSIST work on it as on any key, and SET replaces it.
 
 Theory of operation for SCAN: keys are visited in byte order, and the cursor is ``+`` followed
 by the last key returned, so a scan resumes *after* that key whatever was inserted or deleted in
@@ -27,7 +29,7 @@ name, or expired) do not count towards the page, so a page is short only at the 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import cast
 
@@ -52,9 +54,14 @@ from minidb.protocol import (
 )
 from minidb.protocol._line import LF, NOT_REPRESENTABLE, can_carry, is_name
 from minidb.store._journal import OpJournal
-from minidb.store._keyspace import Keyspace
+from minidb.store._keyspace import Keyspace, SnapshotParts
 from minidb.store._mailbox import UNBOUNDED_OUTPUT
-from minidb.wal import Put, encode_ops, encode_put, pack_payloads, pack_puts
+from minidb.store._results import WrongTypeError
+from minidb.store._values import KIND_OF, Value
+from minidb.wal import Put, encode_container, encode_ops, encode_put, pack_payloads, pack_puts
+
+WRONG_TYPE = error_reply("wrong type")
+"""The line protocol's GET of a key holding a hash or a set."""
 
 
 def encode_put_op(op: Put) -> bytes:
@@ -65,14 +72,35 @@ def encode_put_op(op: Put) -> bytes:
     return encode_ops((op,))
 
 
-def _snapshot_payloads(
-    buckets: list[tuple[bytes, dict[bytes, object]]], expiring: list[Put]
-) -> Iterator[bytes]:
-    # Keys without expiry, the bulk, are packed a bucket at a time (in C when built); the few
-    # with one go through the general encoder.
-    for name, bucket in buckets:
-        yield from pack_puts(name, bucket)
-    yield from pack_payloads(map(encode_put_op, expiring))
+def _snapshot_payloads(parts: SnapshotParts, done: Callable[[], None] | None) -> Iterator[bytes]:
+    # Strings without expiry, the bulk, are packed a bucket at a time (in C when built); the
+    # containers of a bucket that holds some, and every key with an expiry, go through the
+    # general encoders, packed into records as the strings are.
+    try:
+        for name, bucket, has_containers in parts.buckets:
+            yield from pack_puts(name, bucket)
+            if has_containers:
+                yield from pack_payloads(_containers_of(name, bucket))
+        yield from pack_payloads(map(_encode_expiring, parts.expiring))
+    finally:
+        if done is not None:
+            done()
+
+
+def _containers_of(name: bytes, bucket: dict[bytes, object]) -> Iterator[bytes]:
+    """The payloads of the containers without expiry of one bucket."""
+    for key, value in bucket.items():
+        kind = KIND_OF.get(type(value))
+        if kind is not None:
+            yield from encode_container(name, key, kind.code, kind.elements(value))
+
+
+def _encode_expiring(entry: tuple[bytes, bytes, Value, int]) -> bytes:
+    name, key, value, deadline = entry
+    if type(value) is bytes:
+        return encode_put_op(Put(name, key, value, deadline))
+    kind = KIND_OF[type(value)]
+    return b"".join(encode_container(name, key, kind.code, kind.elements(value), deadline))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +118,8 @@ class StoreStatistics:
     invalid: int
     not_representable: int
     """GETs answered ``ERR not representable in the line protocol``."""
+    wrong_type: int
+    """GETs of a key holding a hash or a set, answered ``ERR wrong type``."""
     expiry_requests: int
     """EXPIRE, TTL and PERSIST requests."""
 
@@ -102,6 +132,7 @@ class StoreState:
         self._gets = self._get_hits = self._sets = 0
         self._dels = self._del_hits = self._scans = self._invalid = self._unrepresentable = 0
         self._expiry_requests = 0
+        self._wrong_type = 0
 
     # -- applying requests -------------------------------------------------------------------
 
@@ -127,7 +158,11 @@ class StoreState:
                 return NIL
             if type(value) is not bytes:
                 request = cast(Get, request)
-                value = ks.get(request.bucket, request.key, now_ms, journal)
+                try:
+                    value = ks.get(request.bucket, request.key, now_ms, journal)
+                except WrongTypeError:
+                    self._wrong_type += 1
+                    return WRONG_TYPE
                 if journal is not None:
                     journal.close_group()  # a lazy expiry is a change of its own
                 if value is None:
@@ -216,12 +251,15 @@ class StoreState:
     def snapshot(self) -> Iterator[bytes]:
         """The whole keyspace as snapshot record payloads, many keys each: what a checkpoint
         writes. Iterate it before the next change (``frozen_snapshot`` for later)."""
-        return _snapshot_payloads(*self.keyspace.snapshot_parts())
+        return _snapshot_payloads(self.keyspace.snapshot_parts(), None)
 
     def frozen_snapshot(self) -> Iterator[bytes]:
         """``snapshot()`` of the keyspace as it is now, safe to iterate in another thread later
-        (``Keyspace.frozen_snapshot_parts``: the copy made here is the owner's whole pause)."""
-        return _snapshot_payloads(*self.keyspace.frozen_snapshot_parts())
+        (``Keyspace.frozen_snapshot_parts``: the copy made here is the owner's whole pause).
+        Once iterated to its end (or closed), its containers need no copy-on-write any more."""
+        ks = self.keyspace
+        parts = ks.frozen_snapshot_parts()
+        return _snapshot_payloads(parts, lambda: ks.snapshot_done(parts))
 
     def __len__(self) -> int:
         return len(self.keyspace)
@@ -239,6 +277,7 @@ class StoreState:
             scans=self._scans,
             invalid=self._invalid,
             not_representable=self._unrepresentable,
+            wrong_type=self._wrong_type,
             expiry_requests=self._expiry_requests,
         )
 
@@ -303,8 +342,8 @@ class StoreState:
         while at < len(order) and len(page) < limit:
             key = order[at]
             at += 1
-            if not is_name(key):
-                continue
+            if not is_name(key) or type(ks.peek(name, key)) is not bytes:
+                continue  # not a name, or a container: skipped, never mangled
             if ks.expired(name, key, now_ms):
                 expired.append(key)
                 continue

@@ -5,6 +5,10 @@ same error wins when several apply), the same replies, and the same treatment of
 expiry: a write that replaces the value (SET, GETSET, MSET) drops it unless asked to keep it
 (KEEPTTL); a write that edits the value (INCR*, APPEND, SETRANGE) keeps it. What gets
 journaled is always the resulting state as a ``Put`` carrying the deadline, never the command.
+
+On a key holding a hash or a set, a command that reads the value answers ``WRONGTYPE`` (the
+keyspace's ``get`` and ``lookup_string`` raise it) and changes nothing; SET without GET
+replaces the key whatever it held, and MGET answers nil for it, as Redis does.
 """
 
 from __future__ import annotations
@@ -111,9 +115,14 @@ def _set(
     j: OpJournal,
     now_ms: int,
 ) -> tuple[bool, bytes | None]:
-    """Redis's ``setGenericCommand``: (whether it was set, the old value)."""
+    """Redis's ``setGenericCommand``: (whether it was set, the old value). With GET the old
+    value must be a string (``WRONGTYPE`` otherwise); without, any type is replaced."""
     check_write(ks, key, value)
-    old = ks.lookup(s.bucket, key, now_ms, j)
+    if flags & _GET:
+        old = ks.lookup_string(s.bucket, key, now_ms, j)
+    else:
+        found = ks.lookup(s.bucket, key, now_ms, j)
+        old = None if found is None else (b"", found[1])  # the old value itself is not needed
     if (flags & _NX and old is not None) or (flags & _XX and old is None):
         return False, old[0] if old else None
     if deadline is None and flags & _KEEPTTL and old is not None:
@@ -160,7 +169,7 @@ def psetex(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
 
 @command("getset", 3, "write", "fast")
 def getset(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    return _set(ks, s, argv[1], argv[2], 0, None, j, now_ms)[1]
+    return _set(ks, s, argv[1], argv[2], _GET, None, j, now_ms)[1]
 
 
 @command("getdel", 2, "write", "fast")
@@ -174,7 +183,7 @@ def getdel(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
 @command("getex", -2, "write", "fast")
 def getex(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     flags, unit, value = _string_options(argv, 2, for_set=False)
-    found = ks.lookup(s.bucket, argv[1], now_ms, j)
+    found = ks.lookup_string(s.bucket, argv[1], now_ms, j)
     if found is None:
         return None
     # As in Redis, the expiry is validated only once the key is known to exist.
@@ -190,7 +199,8 @@ def getex(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
 
 @command("mget", -2, "readonly", "fast")
 def mget(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    return [ks.get(s.bucket, key, now_ms, j) for key in argv[1:]]
+    values = [ks.value(s.bucket, key, now_ms, j) for key in argv[1:]]
+    return [value if type(value) is bytes else None for value in values]
 
 
 def _pairs(ks: Keyspace, name: str, argv: list[bytes]) -> list[tuple[bytes, bytes]]:
@@ -220,7 +230,7 @@ def msetnx(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
 
 
 def _incr_by(ks: Keyspace, s: Session, key: bytes, delta: int, j: OpJournal, now_ms: int) -> int:
-    found = ks.lookup(s.bucket, key, now_ms, j)
+    found = ks.lookup_string(s.bucket, key, now_ms, j)
     current, deadline = 0, None
     if found is not None:
         parsed = parse_int(found[0])
@@ -260,7 +270,7 @@ def decrby(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
 
 @command("incrbyfloat", 3, "write", "fast")
 def incrbyfloat(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    found = ks.lookup(s.bucket, argv[1], now_ms, j)
+    found = ks.lookup_string(s.bucket, argv[1], now_ms, j)
     current = parse_long_double(found[0]) if found is not None else Fraction(0)
     delta = parse_long_double(argv[2])
     if current is None or delta is None:
@@ -276,7 +286,7 @@ def incrbyfloat(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_m
 
 @command("append", 3, "write", "fast")
 def append(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    found = ks.lookup(s.bucket, argv[1], now_ms, j)
+    found = ks.lookup_string(s.bucket, argv[1], now_ms, j)
     if found is not None and len(found[0]) + len(argv[2]) > ks.max_value_bytes:
         raise CommandError(STRING_TOO_LONG)  # before building the long string
     value = found[0] + argv[2] if found is not None else argv[2]
@@ -313,7 +323,7 @@ def setrange(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: 
     if offset < 0:
         raise CommandError("ERR offset is out of range")
     patch = argv[3]
-    found = ks.lookup(s.bucket, argv[1], now_ms, j)
+    found = ks.lookup_string(s.bucket, argv[1], now_ms, j)
     if not patch:
         return len(found[0]) if found is not None else 0
     # Checked before building anything: ``SETRANGE k 4611686018427387904 x`` must not allocate.

@@ -194,6 +194,19 @@ CONNECTION_COMMANDS: tuple[CommandSpec, ...] = (
 
 _STR = {"group": "string", "categories": ("string",)}
 _KEYS = {"group": "generic", "categories": ("keyspace",)}
+_K2 = {"first_key": 2, "last_key": 2, "key_step": 1}
+OBJECT_SUBCOMMANDS = (
+    _spec("object|encoding", 3, "readonly", since="2.2.3", **_K2, **_KEYS,
+        summary="Returns the internal encoding of a Redis object."),
+    _spec("object|freq", 3, "readonly", since="4.0.0", **_K2, **_KEYS,
+        summary="Returns the logarithmic access frequency counter of a Redis object."),
+    _spec("object|help", 2, "loading stale", since="6.2.0", **_KEYS,
+        summary="Returns helpful text about the different subcommands."),
+    _spec("object|idletime", 3, "readonly", since="2.2.3", **_K2, **_KEYS,
+        summary="Returns the time since the last access to a Redis object."),
+    _spec("object|refcount", 3, "readonly", since="2.2.3", **_K2, **_KEYS,
+        summary="Returns the reference count of a value of a key."),
+)  # fmt: skip
 DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
     _spec("append", 3, "write denyoom fast", since="2.0.0", **_K1, **_STR,
         summary="Appends a string to the value of a key. Creates the key if it doesn't exist."),
@@ -276,6 +289,8 @@ DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
         summary="Asynchronously deletes one or more keys."),
     _spec("copy", -3, "write denyoom", since="6.2.0", first_key=1, last_key=2, key_step=1,
         **_KEYS, summary="Copies the value of a key to a new key."),
+    _spec("object", -2, "", since="2.2.3", group="generic", subcommands=OBJECT_SUBCOMMANDS,
+        summary="A container for object introspection commands."),
     _spec("expiretime", 2, "readonly fast", since="7.0.0", **_K1, **_KEYS,
         summary="Returns the expiration time of a key as a Unix timestamp."),
     _spec("flushall", -1, "write", group="server", categories=("keyspace", "dangerous"),
