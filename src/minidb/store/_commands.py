@@ -26,14 +26,15 @@ snapshot, so ``SET k v PX 10`` then ``PTTL k`` in one EXEC answers exactly 10.
 
 from __future__ import annotations
 
-from minidb.store import _keys, _strings
+from minidb.store import _hashes, _keys, _strings
 from minidb.store._args import Command, Session
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace
 from minidb.store._results import OK, CommandError, ErrorReply, Result, wrong_arity
 
 COMMANDS: dict[bytes, Command] = {
-    cmd.name.encode(): cmd for cmd in (*_strings.COMMANDS, *_keys.COMMANDS)
+    cmd.name.encode(): cmd
+    for cmd in (*_strings.COMMANDS, *_keys.COMMANDS, *_hashes.COMMANDS)
 }
 """Lower-case name -> command."""
 

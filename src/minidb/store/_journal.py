@@ -86,7 +86,7 @@ class FieldsUndo(ContainerUndo):
                 del container[field]
             else:
                 container[field] = old
-        container.encoding = self.encoding
+        container.encoding, container.scan = self.encoding, None
 
 
 class MembersUndo(ContainerUndo):
@@ -104,7 +104,7 @@ class MembersUndo(ContainerUndo):
     def revert(self, container: Any) -> None:
         container.difference_update(self.added)
         container.update(self.removed)
-        container.encoding = self.encoding
+        container.encoding, container.scan = self.encoding, None
 
 
 UndoEntry = KeyUndo | FlushUndo | PutsUndo | ContainerUndo

@@ -264,6 +264,11 @@ class Keyspace:
         return stored.value if isinstance(stored, _Expiring) else stored
 
     @property
+    def rng(self) -> random.Random:
+        """The keyspace's source of randomness (RANDOMKEY, HRANDFIELD, SPOP...)."""
+        return self._rng
+
+    @property
     def epoch(self) -> int:
         """The epoch a container made now belongs to (``_values``'s constructors take it)."""
         return self._epoch

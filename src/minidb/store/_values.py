@@ -1,7 +1,7 @@
 """The values a key holds: a string (``bytes``) or a container (a hash, a set), and what Redis
 says of each (``TYPE``, ``OBJECT ENCODING``).
 
-A container is a plain ``dict`` (hash: field -> value) or ``set`` (members) subclass with two
+A container is a plain ``dict`` (hash: field -> value) or ``set`` (members) subclass with three
 slots, so every dict and set operation runs at C speed and the C accelerators, which take
 anything that is not exactly ``bytes`` for "not mine", leave them to Python:
 
@@ -15,6 +15,9 @@ anything that is not exactly ``bytes`` for "not mine", leave them to Python:
   functions here (Redis 7.2's ``t_hash.c`` / ``t_set.c``), so a client reading the encoding
   sees Redis's answer. A container built from a snapshot gets the encoding its contents call
   for, as Redis's own RDB load does.
+- ``scan``: the ``ScanIndex`` of its elements that HSCAN/SSCAN cursors and random picks use
+  (``_elementscan``), built on first use and dropped by any change to which elements it holds
+  (the functions here, and undo, drop it), so a container never scanned pays nothing.
 
 Each kind of container is one ``Kind``: its code in the log (``minidb.wal.KIND_*``), its
 ``TYPE`` name, and how the log's element operations build, add to and remove from it, which
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from minidb.store._numbers import parse_int
+from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import KIND_HASH, KIND_SET
 
 # Redis 7.2's defaults (redis.conf); minidb's are fixed.
@@ -51,17 +55,19 @@ LISTPACK, HASHTABLE, INTSET = "listpack", "hashtable", "intset"
 class HashValue(dict[bytes, bytes]):
     """A hash: field -> value, in insertion order (which is a listpack's order in Redis)."""
 
-    __slots__ = ("encoding", "epoch")
+    __slots__ = ("encoding", "epoch", "scan")
     encoding: str
     epoch: int
+    scan: ScanIndex | None
 
 
 class SetValue(set[bytes]):
     """A set of members."""
 
-    __slots__ = ("encoding", "epoch")
+    __slots__ = ("encoding", "epoch", "scan")
     encoding: str
     epoch: int
+    scan: ScanIndex | None
 
 
 Container = HashValue | SetValue
@@ -81,7 +87,7 @@ def is_int(member: bytes) -> bool:
 def new_hash(epoch: int) -> HashValue:
     """An empty hash, as Redis creates one (a listpack)."""
     h = HashValue()
-    h.encoding, h.epoch = LISTPACK, epoch
+    h.encoding, h.epoch, h.scan = LISTPACK, epoch, None
     return h
 
 
@@ -100,12 +106,15 @@ def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | 
     or None) of each, in order, for the undo. Converts as the hash grows (``hashTypeSet``)."""
     olds = []
     get = h.get
+    size = len(h)
     for at in range(0, len(pairs), 2):
         field = pairs[at]
         olds.append((field, get(field)))
         h[field] = pairs[at + 1]
-    if h.encoding is LISTPACK and len(h) > HASH_MAX_LISTPACK_ENTRIES:
-        h.encoding = HASHTABLE
+    if len(h) != size:
+        h.scan = None
+        if h.encoding is LISTPACK and len(h) > HASH_MAX_LISTPACK_ENTRIES:
+            h.encoding = HASHTABLE
     return olds
 
 
@@ -117,6 +126,8 @@ def hash_delete(h: HashValue, fields: Iterable[bytes]) -> list[tuple[bytes, byte
         value = pop(field, None)
         if value is not None:
             olds.append((field, value))
+    if olds:
+        h.scan = None
     return olds
 
 
@@ -141,7 +152,7 @@ def _hash_add(h: Any, elements: Sequence[bytes]) -> None:
 
 def _hash_copy(h: Any, epoch: int) -> HashValue:
     copy = HashValue(h)
-    copy.encoding, copy.epoch = h.encoding, epoch
+    copy.encoding, copy.epoch, copy.scan = h.encoding, epoch, None
     return copy
 
 
@@ -158,7 +169,7 @@ def new_set(first: bytes, size_hint: int, epoch: int) -> SetValue:
         s.encoding = LISTPACK
     else:
         s.encoding = HASHTABLE
-    s.epoch = epoch
+    s.epoch, s.scan = epoch, None
     return s
 
 
@@ -191,6 +202,8 @@ def set_add(s: SetValue, members: Iterable[bytes], size_hint: int) -> list[bytes
         s.add(member)
         added.append(member)
     s.encoding = encoding
+    if added:
+        s.scan = None
     return added
 
 
@@ -201,6 +214,8 @@ def set_remove(s: SetValue, members: Iterable[bytes]) -> list[bytes]:
         if member in s:
             s.discard(member)
             removed.append(member)
+    if removed:
+        s.scan = None
     return removed
 
 
@@ -215,7 +230,7 @@ def set_from(members: Iterable[bytes], epoch: int) -> SetValue:
         s.encoding = LISTPACK
     else:
         s.encoding = HASHTABLE
-    s.epoch = epoch
+    s.epoch, s.scan = epoch, None
     return s
 
 
@@ -232,7 +247,7 @@ def _set_add(s: Any, elements: Sequence[bytes]) -> None:
 
 def _set_copy(s: Any, epoch: int) -> SetValue:
     copy = SetValue(s)
-    copy.encoding, copy.epoch = s.encoding, epoch
+    copy.encoding, copy.epoch, copy.scan = s.encoding, epoch, None
     return copy
 
 

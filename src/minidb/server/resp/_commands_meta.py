@@ -325,6 +325,47 @@ DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 """What the data engine is meant to run; the server passes the engine's table instead."""
 
+_HASH = {"group": "hash", "categories": ("hash",), "since": "2.0.0", **_K1}
+HASH_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("hdel", -3, "write fast", **_HASH,
+        summary=(
+            "Deletes one or more fields and their values from a hash. Deletes the hash if no "
+            "fields remain."
+        )),
+    _spec("hexists", 3, "readonly fast", **_HASH,
+        summary="Determines whether a field exists in a hash."),
+    _spec("hget", 3, "readonly fast", **_HASH, summary="Returns the value of a field in a hash."),
+    _spec("hgetall", 2, "readonly", **_HASH, summary="Returns all fields and values in a hash."),
+    _spec("hincrby", 4, "write denyoom fast", **_HASH,
+        summary=(
+            "Increments the integer value of a field in a hash by a number. Uses 0 as initial "
+            "value if the field doesn't exist."
+        )),
+    _spec("hincrbyfloat", 4, "write denyoom fast", **{**_HASH, "since": "2.6.0"},
+        summary=(
+            "Increments the floating point value of a field by a number. Uses 0 as initial "
+            "value if the field doesn't exist."
+        )),
+    _spec("hkeys", 2, "readonly", **_HASH, summary="Returns all fields in a hash."),
+    _spec("hlen", 2, "readonly fast", **_HASH, summary="Returns the number of fields in a hash."),
+    _spec("hmget", -3, "readonly fast", **_HASH,
+        summary="Returns the values of all fields in a hash."),
+    _spec("hmset", -4, "write denyoom fast", **_HASH,
+        summary="Sets the values of multiple fields."),
+    _spec("hrandfield", -2, "readonly", **{**_HASH, "since": "6.2.0"},
+        summary="Returns one or more random fields from a hash."),
+    _spec("hscan", -3, "readonly", **{**_HASH, "since": "2.8.0"},
+        summary="Iterates over fields and values of a hash."),
+    _spec("hset", -4, "write denyoom fast", **_HASH,
+        summary="Creates or modifies the value of a field in a hash."),
+    _spec("hsetnx", 4, "write denyoom fast", **_HASH,
+        summary="Sets the value of a field in a hash only when the field doesn't exist."),
+    _spec("hstrlen", 3, "readonly fast", **{**_HASH, "since": "3.2.0"},
+        summary="Returns the length of the value of a field."),
+    _spec("hvals", 2, "readonly", **_HASH, summary="Returns all values in a hash."),
+)  # fmt: skip
+"""The hash commands (``store._hashes``), with Redis 7.2's metadata."""
+
 
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
@@ -348,7 +389,9 @@ class CommandTable:
                 self.plain_data[key] = self.plain_data[key.upper()] = spec
 
     @classmethod
-    def default(cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS) -> CommandTable:
+    def default(
+        cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS + HASH_COMMANDS
+    ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))
 
     def __len__(self) -> int:
