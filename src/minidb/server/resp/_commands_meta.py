@@ -366,6 +366,50 @@ HASH_COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 """The hash commands (``store._hashes``), with Redis 7.2's metadata."""
 
+_SET = {"group": "set", "categories": ("set",)}
+_SETS_STORE = {"first_key": 1, "last_key": -1, "key_step": 1}
+SET_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("sadd", -3, "write denyoom fast", **_K1, **_SET,
+        summary="Adds one or more members to a set. Creates the key if it doesn't exist."),
+    _spec("scard", 2, "readonly fast", **_K1, **_SET,
+        summary="Returns the number of members in a set."),
+    _spec("sdiff", -2, "readonly", **_KN, **_SET,
+        summary="Returns the difference of multiple sets."),
+    _spec("sdiffstore", -3, "write denyoom", **_SETS_STORE, **_SET,
+        summary="Stores the difference of multiple sets in a key."),
+    _spec("sinter", -2, "readonly", **_KN, **_SET,
+        summary="Returns the intersect of multiple sets."),
+    _spec("sintercard", -3, "readonly movablekeys", since="7.0.0", **_SET,
+        summary="Returns the number of members of the intersect of multiple sets."),
+    _spec("sinterstore", -3, "write denyoom", **_SETS_STORE, **_SET,
+        summary="Stores the intersect of multiple sets in a key."),
+    _spec("sismember", 3, "readonly fast", **_K1, **_SET,
+        summary="Determines whether a member belongs to a set."),
+    _spec("smembers", 2, "readonly", **_K1, **_SET, summary="Returns all members of a set."),
+    _spec("smismember", -3, "readonly fast", since="6.2.0", **_K1, **_SET,
+        summary="Determines whether multiple members belong to a set."),
+    _spec("smove", 4, "write fast", first_key=1, last_key=2, key_step=1, **_SET,
+        summary="Moves a member from one set to another."),
+    _spec("spop", -2, "write fast", **_K1, **_SET,
+        summary=(
+            "Returns one or more random members from a set after removing them. Deletes the "
+            "set if the last member was popped."
+        )),
+    _spec("srandmember", -2, "readonly", **_K1, **_SET,
+        summary="Get one or multiple random members from a set"),
+    _spec("srem", -3, "write fast", **_K1, **_SET,
+        summary=(
+            "Removes one or more members from a set. Deletes the set if the last member was "
+            "removed."
+        )),
+    _spec("sscan", -3, "readonly", since="2.8.0", **_K1, **_SET,
+        summary="Iterates over members of a set."),
+    _spec("sunion", -2, "readonly", **_KN, **_SET, summary="Returns the union of multiple sets."),
+    _spec("sunionstore", -3, "write denyoom", **_SETS_STORE, **_SET,
+        summary="Stores the union of multiple sets in a key."),
+)  # fmt: skip
+"""The set commands (``store._sets``), with Redis 7.2's metadata."""
+
 
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
@@ -390,7 +434,7 @@ class CommandTable:
 
     @classmethod
     def default(
-        cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS + HASH_COMMANDS
+        cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS
     ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))
 
