@@ -169,3 +169,29 @@ def test_rejected_exec_in_multi_is_execabort_with_its_reason(resp: ServerProcess
             b"arguments for 'exec' command\r\n-ERR EXEC without MULTI\r\n:0\r\n"
         )
         assert read_exactly(sock, len(expected)) == expected
+
+
+def _metric(server: ServerProcess, name: str) -> float:
+    assert server.metrics_port is not None
+    url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=IO_TIMEOUT_S) as answer:
+        text = answer.read().decode()
+    found = re.search(rf"^{name} (\S+)$", text, re.M)
+    assert found, f"{name} not in /metrics"
+    return float(found.group(1))
+
+
+def test_plain_reads_are_served_inline_and_writes_through_the_owner(resp: ServerProcess) -> None:
+    """With the owner idle, a lone connection's GETs are answered in its own callback
+    (counted as inline); a SET at the head of a read goes to the owner, and the GET
+    pipelined behind it sees its value."""
+    with connect(resp) as sock:
+        before = _metric(resp, "minidb_inline_requests_total")
+        sock.sendall(commands(("SET", "k", "v"), ("GET", "k")))
+        assert read_replies(sock, 2) == [SIMPLE_OK, b"v"]
+        for _ in range(3):
+            sock.sendall(commands(("GET", "k"), ("MGET", "k", "nope"), ("PING",)))
+            assert read_replies(sock, 3) == [b"v", [b"v", None], SIMPLE_PONG]
+        inline = _metric(resp, "minidb_inline_requests_total") - before
+    # The client waits for each reply, so the owner is back waiting for work at each read.
+    assert inline == 9, inline

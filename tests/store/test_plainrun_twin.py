@@ -25,9 +25,13 @@ from minidb.server.resp._types import PlainRun
 from minidb.store import (
     COMMANDS,
     PLAIN_ARITY,
+    UNBOUNDED_OUTPUT,
+    Batch,
     Keyspace,
+    MemoryLog,
     OpJournal,
     Session,
+    StoreOwner,
     StoreState,
     _plainrun,
     execute,
@@ -255,3 +259,89 @@ def test_connection_runs_equal_the_python_path(
     c = _connection_run(True, wire, cuts, limits, seed)
     python = _connection_run(False, wire, cuts, limits, seed)
     assert c == python
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.booleans(),
+    st.lists(_command(), max_size=10),
+    st.sampled_from([2, 3]),
+    st.one_of(st.just(1 << 40), st.integers(-1, 600)),
+)
+def test_inline_read_runs_a_plain_prefix_and_changes_nothing(
+    seed: int, watch: bool, argvs: list[list[bytes]], protocol: int, room: int
+) -> None:
+    """Without a fallback (an inline read) the C run stops at the first write or command that
+    needs Python; what it ran answers as the Python engine does, and nothing changed."""
+    ks, _ = _keyspace(seed, watch)
+    before = _state(ks)
+    journal = OpJournal()
+    calls: dict[bytes, int] = {}
+    stop, replies, left = _plainrun._c.run(  # type: ignore[union-attr]
+        ks, journal, argvs, 0, b"0", protocol, NOW_MS, room, 1 << 40, calls, None
+    )
+    assert _state(ks) == before and not journal.records and not journal.undo
+    assert all(argv[0].upper() not in _WRITE_NAMES for argv in argvs[:stop])
+    python = _run(False, seed, watch, [[b"PING"], *argvs[:stop]], protocol, 1 << 40, 1 << 40)
+    # (_run starts at index 1: the PING in front is not run)
+    assert replies == python[1]
+    assert stop == len(argvs) or left < 0 or _needs_python(ks, argvs[stop])
+
+
+_WRITE_NAMES = {b"SET", b"MSET", b"DEL", b"UNLINK", b"INCR", b"DECR", b"INCRBY", b"DECRBY",
+                b"EXPIRE", b"PEXPIRE"}  # fmt: skip
+
+
+def _needs_python(ks: Keyspace, argv: list[bytes]) -> bool:
+    """Whether an inline read was right to stop at ``argv``: a write, something the C run
+    leaves to Python (options, a key past its deadline), or an unknown arity."""
+    if argv[0].upper() in _WRITE_NAMES or argv[0].upper() not in {b"GET", b"MGET", b"EXISTS",
+                                                                   b"TTL", b"PTTL", b"PING"}:
+        return True
+    return any(ks.expired(b"0", key, NOW_MS) for key in argv[1:]) or (len(argv) > 2 and (
+        argv[0].upper() in {b"GET", b"TTL", b"PTTL"}
+    ))
+
+
+# -- the owner: a run's writes are released only after the group's sync --------------------
+
+
+class _SyncWatchingLog(MemoryLog):
+    """A MemoryLog that notes, at each sync, how many flushes its sinks had seen."""
+
+    def __init__(self, sink: _FlushSink) -> None:
+        super().__init__()
+        self.sink = sink
+        self.flushes_at_sync: list[int] = []
+
+    def sync(self) -> None:
+        self.flushes_at_sync.append(self.sink.flushes)
+        super().sync()
+
+
+class _FlushSink:
+    def __init__(self) -> None:
+        self.flushes = 0
+
+    def flush(self) -> None:
+        self.flushes += 1
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
+
+
+def test_run_of_writes_is_answered_only_after_its_group_is_synced() -> None:
+    """Under ``always`` the replies of a C run's SETs reach the connection (flush) only after
+    the log's sync of their group, and the log holds every SET."""
+    sink = _FlushSink()
+    log = _SyncWatchingLog(sink)
+    owner = StoreOwner(StoreState(), log, mailbox=100, fsync="always", clock=lambda: NOW_MS)
+    executor = RespExecutor()
+    argvs = [[b"SET", b"k%d" % i, b"v"] for i in range(5)] + [[b"GET", b"k1"]]
+    batch = Batch([PlainRun(argvs, b"0", 2, OwnerSide())], sink, 0.0, executor=executor,
+                  size=len(argvs))  # fmt: skip
+    owner.commit([batch])
+    assert log.flushes_at_sync == [0] and sink.flushes == 1
+    assert batch.replies == [b"+OK\r\n" * 5 + b"$1\r\nv\r\n"]
+    assert len(log.synced) == 5

@@ -494,10 +494,15 @@ class Connection(asyncio.Protocol):
                 now - batch.deadline + self._request_timeout_s, len(batch.requests)
             )
         self._in_flight -= done
+        if out:
+            self._write(out[0] if len(out) == 1 else b"".join(out))
+
+    def _write(self, data: bytes) -> None:
+        """Write replies to the client (one syscall), dropping it past the hard limit."""
         transport = self._transport
-        if self._closed or transport is None or not out:
+        if self._closed or transport is None:
             return
-        transport.write(out[0] if len(out) == 1 else b"".join(out))
+        transport.write(data)
         # pause_writing() ran inside write() if it crossed the soft limit; only then can the
         # hard one have been crossed, so the common path pays no buffer-size call.
         if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:

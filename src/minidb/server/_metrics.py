@@ -146,6 +146,12 @@ class ServerCollector(Collector):
             "minidb_read_only", "1 if the store refuses writes after a log failure",
             1 if owner.read_only else 0,
         )
+        yield CounterMetricFamily(
+            "minidb_inline_requests",
+            "Plain reads a RESP connection served in its own callback while the data owner was"
+            " idle (part of the requests it answers; see docs/architecture.md)",
+            owner.inline_requests,
+        )
         yield HistogramMetricFamily(
             "minidb_batch_size",
             "Requests committed per data-owner wakeup",

@@ -65,6 +65,14 @@ read. So a connection is never given more than its room plus one reply (a protoc
 one reply itself: RESP refuses one larger than ``--output-hard-limit`` less the soft limit),
 however many requests it pipelines and however large their replies are.
 
+Inline reads: while the owner is ``idle`` (waiting for work with an empty mailbox), a RESP
+connection may run the plain reads at the head of what it read in its own callback, with the
+C run (``store._plainrun``), and write their replies at once, instead of a batch, a mailbox
+wakeup, a group and a flush. Nothing is overtaken (nothing waits), no group is half done
+(nothing shown is unlogged) and nothing changes (a key past its deadline stops the inline
+run: its removal is a write, the owner's), so the promises above hold; writes always come
+here. Measured with ``bench/instructions.py`` (see docs/architecture.md).
+
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
 
@@ -187,6 +195,9 @@ class OwnerStatistics:
     """Keys those groups removed."""
     replica: bool
     """Whether the owner is in the replica role (refusing its clients' writes)."""
+    inline_requests: int = 0
+    """Of ``requests``, the plain reads connections served in their own callback while the
+    owner was idle."""
 
 
 def _verb(request: Request) -> str:
@@ -256,6 +267,8 @@ class StoreOwner:
         self._expiry_at: int | None = None
         self._expiry_pending = False
         self._expiry_groups = self._expired = 0
+        self._waiting = False  # awaiting the mailbox: no group is half done
+        self._inline = 0
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
 
@@ -272,7 +285,11 @@ class StoreOwner:
                     self._sync_every_second(loop), name="minidb-wal-everysec"
                 )
             while True:
-                batches = await self.mailbox.get(self.max_drain)
+                self._waiting = True
+                try:
+                    batches = await self.mailbox.get(self.max_drain)
+                finally:
+                    self._waiting = False
                 if self._expiry_pending:
                     self._expiry_pending = False
                     self._expire_due(loop)
@@ -719,6 +736,18 @@ class StoreOwner:
         self._replica = False
 
     @property
+    def idle(self) -> bool:
+        """Whether a connection may serve a plain read in its own callback now (see
+        "Inline reads"): the owner waits for work, none is queued, so no group is half
+        done (the journal is empty) and nobody is overtaken."""
+        return self._waiting and not self.mailbox
+
+    def count_inline(self, requests: int) -> None:
+        """Count ``requests`` a connection served inline (they are the owner's answers)."""
+        self._inline += requests
+        self._requests += requests
+
+    @property
     def read_only(self) -> str | None:
         """Why the store refuses writes, or None while it takes them."""
         return self._read_only
@@ -744,4 +773,5 @@ class StoreOwner:
             expiry_groups=self._expiry_groups,
             expired_by_timer=self._expired,
             replica=self._replica,
+            inline_requests=self._inline,
         )

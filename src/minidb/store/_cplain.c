@@ -20,6 +20,9 @@
  * wrong type: the Python code does, and the two cannot disagree on one.
  *
  * ``calls`` counts each command run here under its name as sent (the fallback counts its own).
+ *
+ * With ``fallback`` None the run is a connection's inline read (the owner idle): it runs
+ * only reads, only as far as they are plain, and stops at the first command that is not.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -124,6 +127,7 @@ typedef struct {
     int protocol;
     Py_ssize_t max_reply;
     Py_ssize_t keys_delta; /* keys added less keys removed, not yet added to ks._keys */
+    int reads_only;        /* no fallback: stop at a write, or at what needs Python */
 } Run;
 
 enum { DONE = 1, FALLBACK = 0, FAILED = -1 };
@@ -522,6 +526,8 @@ put_pairs(Run *r, PyObject *found, PyObject *argv, Py_ssize_t first)
 static int
 cmd_set(Run *r, PyObject *argv, Out *o)
 {
+    if (r->reads_only)
+        return FALLBACK;
     Py_ssize_t n = PyList_GET_SIZE(argv);
     if (n % 2 == 0 || r->watched)
         return FALLBACK;
@@ -545,6 +551,8 @@ cmd_set(Run *r, PyObject *argv, Out *o)
 static int
 cmd_del(Run *r, PyObject *argv, Out *o)
 {
+    if (r->reads_only)
+        return FALLBACK;
     if (r->watched || r->indexed)
         return FALLBACK;
     Py_ssize_t n = PyList_GET_SIZE(argv);
@@ -594,6 +602,8 @@ cmd_del(Run *r, PyObject *argv, Out *o)
 static int
 cmd_incr(Run *r, PyObject *argv, Out *o, long long delta, int sign)
 {
+    if (r->reads_only)
+        return FALLBACK;
     if (r->watched)
         return FALLBACK;
     if (PyList_GET_SIZE(argv) == 3) {
@@ -733,6 +743,7 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long room = PyLong_AsLongLong(args[7]);
     r.max_reply = PyLong_AsSsize_t(args[8]);
     PyObject *calls = args[9], *fallback = args[10];
+    r.reads_only = fallback == Py_None;
     if (PyErr_Occurred())
         return NULL;
     if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(calls)) {
@@ -764,6 +775,9 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (done == DONE) {
             if (count_call(calls, PyList_GET_ITEM(argv, 0)) < 0)
                 goto error;
+        }
+        else if (r.reads_only) {
+            break; /* the caller sends the rest to the owner */
         }
         else {
             if (run_settle_keys(&r) < 0)

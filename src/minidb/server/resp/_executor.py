@@ -161,6 +161,7 @@ class RespExecutor:
         hard one; see ``server._connection``)."""
         self._raw_calls = self.counts.raw_calls
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
+        self._scratch = OpJournal()  # an inline read's: it never notes anything
 
     def execute(
         self,
@@ -264,6 +265,16 @@ class RespExecutor:
         run.stop, replies, _ = run_plain(
             ks, journal, run.argvs, run.start, run.bucket, run.protocol, now_ms, room,
             self.max_reply_bytes, self._raw_calls, fallback,
+        )
+        return replies
+
+    def run_inline(self, state: HasKeyspace, run: PlainRun, now_ms: int, room: int) -> bytes:
+        """The replies of the plain reads at the head of ``run``, served in a connection's
+        callback while the owner is idle (see ``store._plainrun``); ``run.start`` moves past
+        them. Nothing is changed or journaled."""
+        run.start, replies, _ = run_plain(
+            state.keyspace, self._scratch, run.argvs, run.start, run.bucket, run.protocol,
+            now_ms, room, self.max_reply_bytes, self._raw_calls, None,
         )
         return replies
 
