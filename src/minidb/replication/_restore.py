@@ -47,6 +47,7 @@ from minidb.replication._layout import (
 from minidb.replication._retention import list_catalog
 from minidb.wal import Seed, holds_store, segment_copy_records
 from minidb.wal._reader import Record
+from minidb.wal._seed import segment_copy_offsets
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,6 +117,29 @@ def chunk_records(chunk: ChunkObject, data: bytes) -> Iterator[Record]:
         )
 
 
+def chunk_span(chunk: ChunkObject, data: bytes, first: int, last: int) -> tuple[int, int | None]:
+    """Where records ``first..last`` lie in a checked chunk: the offset of ``first``, and that of
+    the record after ``last`` (None: up to the chunk's end), every record checked as
+    ``chunk_records`` checks them (``DamagedObject`` likewise).
+
+    A chunk whose records are all plainly valid is checked and located in C
+    (``segment_copy_offsets``); any other, or without the accelerator, is read record by record
+    by ``chunk_records``, which says what is wrong.
+    """
+    # The end of record chunk.last too: the chunk must hold every record its name says.
+    offsets = segment_copy_offsets(data, chunk.first, sorted({first, last + 1, chunk.last + 1}))
+    if offsets is not None:
+        return offsets[0], offsets[1] if last < chunk.last else None
+    start = end = None
+    for record in chunk_records(chunk, data):
+        if record.number == first:
+            start = record.offset
+        if record.number == last + 1:
+            end = record.offset
+    assert start is not None, "chunk_records checked that the chunk holds its range"
+    return start, end
+
+
 async def _load_snapshot(store: ObjectStore, snapshot: SnapshotObject, seed: Seed) -> int:
     """Stream the snapshot into the seed, checking size and checksum on the way; its keys."""
     crc, size = 0, 0
@@ -181,13 +205,7 @@ async def restore(
             objects += 1
             # Every record is checked; the ones applied are copied as framed (they keep
             # their numbers, so their checksums hold in the restored segment as they are).
-            start = end = None
-            for record in chunk_records(planned.chunk, data):
-                if record.number == planned.apply_from:
-                    start = record.offset
-                if record.number == planned.apply_to + 1:
-                    end = record.offset
-            assert start is not None, "chunk_records checked that the chunk holds its range"
+            start, end = chunk_span(planned.chunk, data, planned.apply_from, planned.apply_to)
             seed.append_framed(planned.apply_from, planned.apply_to, data[start:end])
         seed.finish()
     except BaseException:

@@ -71,8 +71,6 @@ swallowing more records than this before the next intact one looks torn (a docum
 _creader = load("minidb.wal._creader")
 _ScanRun = Callable[[bytes, int, int, int], tuple[int, int]]
 _DecodeRun = Callable[[bytes, int, int, int, tuple[Any, ...]], tuple[list[Any], int]]
-_scan_run: _ScanRun | None = None if _creader is None else _creader.scan_run
-_decode_run: _DecodeRun | None = None if _creader is None else _creader.decode_run
 ACCELERATED = _creader is not None
 """Whether ``RecordReader.skip_plain`` and ``decode_plain`` run (in C); without the accelerator
 they take nothing and the iteration reads every record."""
@@ -303,8 +301,9 @@ class RecordReader:
             raise Malformed("zero-filled tail", offset=pos, torn=True)
         raise Malformed(reason, offset=pos)
 
-    def _plain(self) -> bool:
-        # The accelerator reads the framing of version 2 and later (a 13-byte record header).
+    def reads_plain(self) -> bool:
+        """Whether ``skip_plain`` and ``decode_plain`` read here: the accelerator is built and
+        the file is framed as versions 2 and later frame records (13-byte headers)."""
         return _creader is not None and record_header_size(self.version) == RECORD_HEADER_SIZE
 
     def skip_plain(self, limit: int | None = None) -> int:
@@ -313,10 +312,11 @@ class RecordReader:
         would, without handing them out; how many. It stops before anything else (an END
         record, damage, a record cut short), which the iteration then reads and judges; without
         the accelerator, or in a version-1 file, it takes nothing."""
-        if _scan_run is None or not self._plain():
+        if _creader is None or not self.reads_plain():
             return 0
+        scan: _ScanRun = _creader.scan_run
         size = len(self._buf)
-        self.good_offset, taken = _scan_run(
+        self.good_offset, taken = scan(
             self._buf, self.good_offset, self.base + self.count, size if limit is None else limit
         )
         self.count += taken
@@ -329,9 +329,10 @@ class RecordReader:
         raises). Payloads C does not decode go to ``decode``; if it raises ``decode_error`` the
         run stops before that record, for the iteration to read and refuse. [] without the
         accelerator, in a version-1 file, or when the next record is not plainly valid."""
-        if _decode_run is None or not self._plain():
+        if _creader is None or not self.reads_plain():
             return []
-        entries, self.good_offset = _decode_run(
+        decode: _DecodeRun = _creader.decode_run
+        entries, self.good_offset = decode(
             self._buf, self.good_offset, self.base + self.count, limit, spec
         )
         self.count += len(entries)

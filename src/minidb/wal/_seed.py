@@ -17,11 +17,11 @@ fails its check at replay exactly as it would have in the original log.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import BinaryIO
 
 from minidb.errors import CorruptionError, WalError
-from minidb.wal._checkpoint import snapshot_records
+from minidb.wal._checkpoint import snapshot_count
 from minidb.wal._files import (
     MANIFEST_NAME,
     TMP_SUFFIX,
@@ -63,6 +63,33 @@ def segment_copy_records(buf: bytes, base: int, source: str) -> Iterator[Record]
         raise CorruptionError(
             f"{source}: offset {exc.offset}: {exc.reason}", path=source, offset=exc.offset
         ) from None
+
+
+def segment_copy_offsets(buf: bytes, base: int, numbers: Sequence[int]) -> list[int] | None:
+    """Where each of records ``numbers`` (ascending, ``base`` or later) starts in a copy of a
+    log segment from ``base`` (the end of the last record for the number after it), when the
+    copy is plainly valid throughout: its header checks and every record from ``base`` to the
+    end of ``buf`` is a whole DATA record whose checksums are right, checked in C.
+
+    None whenever that is not so (a record beyond the copy asked for, an END record, damage),
+    and always without the accelerator: then ``segment_copy_records`` reads the copy and says
+    what, if anything, is wrong. A restore locates its range of each chunk this way without a
+    Python step per record.
+    """
+    try:
+        reader, _ = segment_records(buf, base)
+    except Malformed:
+        return None
+    if not reader.reads_plain():
+        return None
+    offsets = []
+    for number in numbers:
+        wanted = number - base - reader.count
+        if wanted < 0 or reader.skip_plain(wanted) != wanted:
+            return None
+        offsets.append(reader.good_offset)
+    reader.skip_plain()
+    return offsets if reader.good_offset == len(buf) else None
 
 
 class Seed:
@@ -113,11 +140,9 @@ class Seed:
             os.fsync(f.fileno())
         finally:
             f.close()
-        count = 0
         with mapped(self._snapshot_path) as buf:
             try:
-                for _ in snapshot_records(buf, self.base):
-                    count += 1
+                count = snapshot_count(buf, self.base)
             except Malformed as exc:
                 raise CorruptionError(
                     f"{source}: offset {exc.offset}: {exc.reason}", path=source, offset=exc.offset
