@@ -783,6 +783,23 @@ class Keyspace:
         PERSIST needs the value the Put brought.
         """
         self.sync_clock(now_ms)
+        if type(ops) is list and len(ops) == 1 and not (
+            self._watched or self._indexes or self._sorted
+        ):
+            # The common record of a replay, one SET: what ``_store`` does for a put without
+            # expiry over a missing or plain key of an existing bucket, without its calls
+            # (a third of a replay's time; the log's C reader made the rest cheap).
+            op = ops[0]
+            if type(op) is Put and op[3] is None:
+                found = self._buckets.get(op[0])
+                if found is not None:
+                    key = op[1]
+                    old = found.get(key)
+                    if old is None or type(old) is bytes:
+                        found[key] = op[2]
+                        if old is None:
+                            self._keys += 1
+                        return
         for op in ops:
             if isinstance(op, Put):
                 self._store(op.bucket, op.key, op.value, op.expire_at_ms)
