@@ -130,11 +130,12 @@ RESTORE_CHUNK_RECORDS = 100_000
 """Log records per shipped chunk in the restore part (about a 16 MiB segment's worth)."""
 
 
-def restore_part(args: argparse.Namespace) -> dict[str, Any]:
-    """Restore ``args.restore_keys`` keys: a snapshot of them plus as many log records."""
-    import asyncio
-
-    from minidb.objstore import FileStore
+async def ship_store(store: Any, keys: int) -> int:
+    """Write into ``store`` (an empty ``ObjectStore``) what a primary would have shipped for
+    ``keys`` keys: a snapshot of them, then as many log records after it (overwrites of the same
+    keys) in chunks of ``RESTORE_CHUNK_RECORDS``, straight in the layout (no server, so
+    generating them stays well under a minute); the bytes shipped. ``bench/replay.py`` restores
+    the same store."""
     from minidb.replication import (
         CurrentPointer,
         GenerationRecord,
@@ -142,39 +143,49 @@ def restore_part(args: argparse.Namespace) -> dict[str, Any]:
         generation_id,
         snapshot_for,
     )
-    from minidb.replication._restore import restore
-    from minidb.server._config import ServerConfig
-    from minidb.server._lifecycle import open_store
     from minidb.wal import encode_put, segment_header
     from minidb.wal._checkpoint import snapshot_chunks
     from minidb.wal._format import encode_record
 
-    keys = args.restore_keys
     value = b"v" * 32
     now = int(time.time() * 1000)
     gen = generation_id(now, 1)
+    record = GenerationRecord(gen, None, now, "bench", os.getpid(), False)
+    await store.put_if_absent(record.key, record.to_json())
+    await store.put_if_absent("current", CurrentPointer(gen, 1, now, "bench").to_json())
+    snapshot = b"".join(snapshot_chunks(keys, (
+        encode_put(b"b", b"key:%09d" % i, value) for i in range(keys)
+    )))
+    snap = snapshot_for(gen, keys, now, snapshot)
+    await store.put_if_absent(snap.key, snapshot)
+    shipped = len(snapshot)
+    for first in range(keys, 2 * keys, RESTORE_CHUNK_RECORDS):
+        last = min(first + RESTORE_CHUNK_RECORDS, 2 * keys) - 1
+        data = segment_header(first) + b"".join(
+            encode_record(n, encode_put(b"b", b"key:%09d" % (n - keys), b"w" * 32))
+            for n in range(first, last + 1)
+        )
+        chunk = chunk_for(gen, first, last, now, data)
+        await store.put_if_absent(chunk.key, data)
+        shipped += len(data)
+    return shipped
+
+
+def restore_part(args: argparse.Namespace) -> dict[str, Any]:
+    """Restore ``args.restore_keys`` keys: a snapshot of them plus as many log records."""
+    import asyncio
+
+    from minidb.objstore import FileStore
+    from minidb.replication._restore import restore
+    from minidb.server._config import ServerConfig
+    from minidb.server._lifecycle import open_store
+
+    keys = args.restore_keys
 
     async def run(root: str) -> dict[str, Any]:
         store = FileStore(os.path.join(root, "objects"))
         started = time.perf_counter()
-        record = GenerationRecord(gen, None, now, "bench", os.getpid(), False)
-        await store.put_if_absent(record.key, record.to_json())
-        await store.put_if_absent("current", CurrentPointer(gen, 1, now, "bench").to_json())
-        snapshot = b"".join(snapshot_chunks(keys, (
-            encode_put(b"b", b"key:%09d" % i, value) for i in range(keys)
-        )))
-        snap = snapshot_for(gen, keys, now, snapshot)
-        await store.put_if_absent(snap.key, snapshot)
-        shipped = len(snapshot)
-        for first in range(keys, 2 * keys, RESTORE_CHUNK_RECORDS):
-            last = min(first + RESTORE_CHUNK_RECORDS, 2 * keys) - 1
-            data = segment_header(first) + b"".join(
-                encode_record(n, encode_put(b"b", b"key:%09d" % (n - keys), b"w" * 32))
-                for n in range(first, last + 1)
-            )
-            chunk = chunk_for(gen, first, last, now, data)
-            await store.put_if_absent(chunk.key, data)
-            shipped += len(data)
+        shipped = await ship_store(store, keys)
         generated = time.perf_counter() - started
         target = os.path.join(root, "restored")
         result = await restore(store, target)
