@@ -26,6 +26,8 @@ from minidb.batch._csv_import import (
 from minidb.batch._errors import CsvError
 from minidb.protocol import MAX_VALUE_BYTES
 
+pytestmark = pytest.mark.accelerator  # its C twin is driven by every test
+
 HEAD = b"bucket,key,value\n"
 
 

@@ -30,7 +30,11 @@ _C_SCANS = _resp._load_scans() if _resp._scan is None else (_resp._scan, _resp._
     params=[
         "pure",
         pytest.param(
-            "c", marks=pytest.mark.skipif(_C_SCANS[0] is None, reason="C accelerator not built")
+            "c",
+            marks=[
+                pytest.mark.skipif(_C_SCANS[0] is None, reason="C accelerator not built"),
+                pytest.mark.accelerator,
+            ],
         ),
     ],
 )

@@ -29,7 +29,10 @@ try:
 except ImportError:
     _cwheel = None
 
-pytestmark = pytest.mark.skipif(_cwheel is None, reason="C accelerator not built")
+pytestmark = [
+    pytest.mark.skipif(_cwheel is None, reason="C accelerator not built"),
+    pytest.mark.accelerator,
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 SUBPROCESS_TIMEOUT_S = 300
@@ -403,6 +406,7 @@ def test_cwheel_selected_unless_pure_python_is_asked_for() -> None:
     assert rt.ACCELERATED is not forced_pure
 
 
+@pytest.mark.slow  # and pointless under the sanitizers: it reruns the pure wheel
 def test_cwheel_runtime_suite_passes_with_the_other_wheel_in_dev_mode() -> None:
     """The wheel, loop and paused-clock tests pass again with the other implementation, -X dev."""
     env = dict(os.environ)

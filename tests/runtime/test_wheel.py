@@ -29,7 +29,10 @@ WHEEL_CLASSES = [
     pytest.param(
         getattr(_cwheel, "TimerWheel", None),
         id="c",
-        marks=pytest.mark.skipif(_cwheel is None, reason="C accelerator not built"),
+        marks=[
+            pytest.mark.skipif(_cwheel is None, reason="C accelerator not built"),
+            pytest.mark.accelerator,
+        ],
     ),
 ]
 pytestmark = pytest.mark.parametrize("wheel_class", WHEEL_CLASSES)
