@@ -68,8 +68,11 @@ TYPED_OPS: st.SearchStrategy[Op] = st.one_of(
 PAYLOADS = st.lists(
     st.lists(STRING_OPS, min_size=1, max_size=3).map(encode_ops)
     | st.lists(STRING_OPS | TYPED_OPS, min_size=1, max_size=3).map(encode_ops)
-    # Payloads that pass their checksum and do not decode: damage C must leave to Python.
+    # Payloads that pass their checksum and do not decode: damage C must leave to Python (some
+    # with lengths of 4 GiB - 1, which must not wrap around).
     | st.sampled_from([b"", b"\x00", b"\x01\x00", b"\x63abc", b"\x02\x05\x00\x00\x00\x00"])
+    | st.sampled_from([b"\x01" + bytes(8) + b"\xff" * 12, b"\x02" + b"\xff" * 8 + b"ab",
+                       b"\x03" + bytes(12) + b"\xff" * 4, b"\x04\xff\xff\xff\xffab"])
     | st.binary(max_size=30),
     max_size=12,
 )
