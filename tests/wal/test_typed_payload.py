@@ -102,7 +102,7 @@ def test_typed_payload_layout_of_each_operation() -> None:
         (struct.pack("<BBIII", 8, 2, 1, 1, 1) + b"bk" + b"\5\0\0\0m", "runs past the end"),
         (struct.pack("<BIII", 9, 1, 1, 5) + b"bkn", "runs past the end"),
         (struct.pack("<BIII", 10, 1, 1, 1), "cut short"),
-        (bytes([11]), "unknown operation tag 11"),
+        (bytes([99]), "unknown operation tag 99"),
     ],
 )
 def test_typed_payload_malformed_is_a_payload_error(payload: bytes, reason: str) -> None:

@@ -9,7 +9,8 @@ the store exactly whenever it is replayed.
 Format version 3 adds typed values: a key may hold a container (a hash, a set) instead of a
 string. Its snapshot form is ``PutContainer``; a command's effect on some of its elements is
 ``AddElements`` / ``RemoveElements``; a key moved or copied whatever its type is ``Rename`` /
-``Copy``, bounded by the names rather than the value.
+``Copy``, bounded by the names rather than the value. A list changes by position, never by
+value: ``ListPush``, ``ListPop``, ``ListSet``, ``ListInsert``, ``ListRemove``.
 
 Times are milliseconds since the Unix epoch (wall clock), because they must mean the same
 instant after a restart on another boot. ``docs/wal-format.md`` specifies the byte encoding;
@@ -55,8 +56,11 @@ KIND_HASH = 1
 """A container of field -> value: its elements are fields and values in turn."""
 KIND_SET = 2
 """A container of members: elements are members."""
-KINDS = (KIND_HASH, KIND_SET)
-"""The container kinds the format defines so far (3 list, 4 sorted set, 5 stream are reserved)."""
+KIND_LIST = 3
+"""A sequence of elements, head first (``AddElements`` appends at the tail; nothing is removed
+by value: the ``List*`` ops change a list by position)."""
+KINDS = (KIND_HASH, KIND_SET, KIND_LIST)
+"""The container kinds the format defines so far (4 sorted set, 5 stream are reserved)."""
 
 
 class PutContainer(NamedTuple):
@@ -108,4 +112,59 @@ class Copy(NamedTuple):
     to_key: bytes
 
 
-Op = Put | Remove | Expire | Flush | PutContainer | AddElements | RemoveElements | Rename | Copy
+class ListPush(NamedTuple):
+    """Push ``elements`` one at a time at the head (``left``) or the tail of the list at
+    ``key``, creating it without expiry if the key is missing (``LPUSH a b`` leaves b, a)."""
+
+    bucket: bytes
+    key: bytes
+    left: bool
+    elements: tuple[bytes, ...]
+
+
+class ListPop(NamedTuple):
+    """Take ``n`` elements (at least one, at most the length) off the head (``left``) or
+    the tail of the list at ``key``; a list left empty is deleted with its key."""
+
+    bucket: bytes
+    key: bytes
+    left: bool
+    n: int
+
+
+class ListSet(NamedTuple):
+    """Replace the element at ``position`` (from the head, 0-based, in range) of the list."""
+
+    bucket: bytes
+    key: bytes
+    position: int
+    element: bytes
+
+
+class ListInsert(NamedTuple):
+    """Insert ``element`` into the list so that it is at ``position`` (0 to the length)."""
+
+    bucket: bytes
+    key: bytes
+    position: int
+    element: bytes
+
+
+class ListRemove(NamedTuple):
+    """Remove the first ``n`` occurrences of ``element`` from the head (``n`` > 0) or the last
+    ``-n`` from the tail (< 0); exactly that many are there. A list left empty is deleted with
+    its key."""
+
+    bucket: bytes
+    key: bytes
+    n: int
+    element: bytes
+
+
+ListOp = ListPush | ListPop | ListSet | ListInsert | ListRemove
+"""The effects of the list commands, by position (``docs/wal-format.md``, "Lists")."""
+
+Op = (
+    Put | Remove | Expire | Flush | PutContainer | AddElements | RemoveElements | Rename | Copy
+    | ListOp
+)

@@ -23,12 +23,18 @@ from minidb.wal._coalesce import coalesce
 from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION, STRINGS_VERSION
 from minidb.wal._ops import (
     KIND_HASH,
+    KIND_LIST,
     KIND_SET,
     KINDS,
     AddElements,
     Copy,
     Expire,
     Flush,
+    ListInsert,
+    ListPop,
+    ListPush,
+    ListRemove,
+    ListSet,
     Op,
     Put,
     PutContainer,
@@ -47,6 +53,12 @@ TAG_ADD_ELEMENTS = 7
 TAG_REMOVE_ELEMENTS = 8
 TAG_RENAME = 9
 TAG_COPY = 10
+TAG_LIST_PUSH = 11
+TAG_LIST_POP = 12
+TAG_LIST_SET = 13
+TAG_LIST_INSERT = 14
+TAG_LIST_REMOVE = 15
+_LAST_TAG = TAG_LIST_REMOVE
 _LAST_STRING_TAG = TAG_FLUSH_ALL
 """The highest tag a version-2 payload may hold."""
 
@@ -65,7 +77,15 @@ _COPY = struct.Struct("<BIIII")  # tag, bucket_len, key_len, to_bucket_len, to_k
 _LENGTH = struct.Struct("<I")
 _pack_length = _LENGTH.pack
 _unpack_length = _LENGTH.unpack_from
-_STEP = {KIND_HASH: 2, KIND_SET: 1}
+_LIST_POP = struct.Struct("<BBIII")  # tag, side, bucket_len, key_len, count (PUSH: elements)
+_LIST_AT = struct.Struct("<BqIII")  # tag, index or count, bucket_len, key_len, element_len
+_LIST_AT_OPS: dict[int, type[ListSet | ListInsert | ListRemove]] = {
+    TAG_LIST_SET: ListSet,
+    TAG_LIST_INSERT: ListInsert,
+    TAG_LIST_REMOVE: ListRemove,
+}
+_LIST_AT_TAGS: dict[type, int] = {op: tag for tag, op in _LIST_AT_OPS.items()}
+_STEP = {KIND_HASH: 2, KIND_SET: 1, KIND_LIST: 1}
 """Elements per unit of each container kind: a hash's field and value go together."""
 _pack_keyed = _KEYED.pack
 
@@ -221,6 +241,8 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
                 b, k, code, elements = fields
                 tag = TAG_ADD_ELEMENTS if kind is AddElements else TAG_REMOVE_ELEMENTS
                 _check_elements(code, elements, whole=kind is AddElements)
+                if code == KIND_LIST and kind is RemoveElements:
+                    raise ValueError("a list's elements are removed by position, not by value")
                 parts += (_ELEMENTS.pack(tag, code, len(b), len(k), len(elements)), b, k)
                 parts += _elements(elements)
             elif kind is PutContainer:
@@ -238,12 +260,35 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
                 b, k, tb, tk = fields
                 parts += (_COPY.pack(TAG_COPY, len(b), len(k), len(tb), len(tk)), b, k, tb, tk)
             else:
-                raise ValueError(f"not an operation: {op!r}")
+                parts += _encode_list_op(op)
     except struct.error as exc:
         raise ValueError(f"operation field too long to encode: {exc}") from None
     if not parts:
         raise ValueError("a record holds at least one operation")
     return b"".join(parts)
+
+
+def _encode_list_op(op: Op) -> list[bytes]:
+    """The parts of one list operation (``ValueError`` for anything else, or a field replay
+    would refuse)."""
+    if type(op) is ListPush:
+        b, k, side = op.bucket, op.key, 0 if op.left else 1
+        if not op.elements:
+            raise ValueError("a list push holds at least one element")
+        head = _LIST_POP.pack(TAG_LIST_PUSH, side, len(b), len(k), len(op.elements))
+        return [head, b, k, *_elements(op.elements)]
+    if type(op) is ListPop:
+        b, k, side = op.bucket, op.key, 0 if op.left else 1
+        if op.n < 1:
+            raise ValueError(f"a list pop takes at least one element, not {op.n}")
+        return [_LIST_POP.pack(TAG_LIST_POP, side, len(b), len(k), op.n), b, k]
+    if type(op) is ListSet or type(op) is ListInsert or type(op) is ListRemove:
+        b, k, number, element = op
+        tag = _LIST_AT_TAGS[type(op)]
+        if number < 0 if tag != TAG_LIST_REMOVE else number == 0:
+            raise ValueError(f"{number} is not a position or count of {type(op).__name__}")
+        return [_LIST_AT.pack(tag, number, len(b), len(k), len(element)), b, k, element]
+    raise ValueError(f"not an operation: {op!r}")
 
 
 def _elements(elements: tuple[bytes, ...]) -> list[bytes]:
@@ -321,7 +366,7 @@ def decode_ops(payload: bytes, version: int = FORMAT_VERSION) -> list[Op]:
     """The operations of one DATA payload of a file of format ``version``; ``PayloadError`` if
     it does not decode."""
     if version == FORMAT_VERSION:
-        return _decode_v2(payload, TAG_COPY)
+        return _decode_v2(payload, _LAST_TAG)
     if version == STRINGS_VERSION:
         return _decode_v2(payload, _LAST_STRING_TAG)
     if version == LEGACY_VERSION:
@@ -423,6 +468,8 @@ def _decode_typed(payload: bytes, pos: int, ops: list[Op]) -> int:
             raise PayloadError(f"unknown container kind {kind}", pos)
         if count == 0:
             raise PayloadError("a container operation without elements", pos)
+        if tag == TAG_REMOVE_ELEMENTS and kind == KIND_LIST:
+            raise PayloadError("a list's elements are removed by position", pos)
         if tag != TAG_REMOVE_ELEMENTS and count % _STEP[kind]:
             raise PayloadError(f"{count} elements do not make whole units of kind {kind}", pos)
         bucket = _take(payload, at, blen, "bucket")
@@ -453,7 +500,39 @@ def _decode_typed(payload: bytes, pos: int, ops: list[Op]) -> int:
         to_key = _take(payload, at + blen + klen + tblen, tklen, "target key")
         ops.append(Copy(bucket, key, to_bucket, to_key))
         return at + blen + klen + tblen + tklen
-    raise PayloadError(f"unknown operation tag {tag}", pos)
+    return _decode_list_op(payload, pos, ops)
+
+
+def _decode_list_op(payload: bytes, pos: int, ops: list[Op]) -> int:
+    """Decode the list operation (tags 11-15) at ``pos`` into ``ops``; where the next starts."""
+    tag = payload[pos]
+    if tag in (TAG_LIST_PUSH, TAG_LIST_POP):
+        _, side, blen, klen, count = _fixed(_LIST_POP, payload, pos)
+        at = pos + _LIST_POP.size
+        if side > 1:
+            raise PayloadError(f"unknown list side {side}", pos)
+        if count == 0:
+            raise PayloadError("a list push or pop without elements", pos)
+        bucket = _take(payload, at, blen, "bucket")
+        key = _take(payload, at + blen, klen, "key")
+        if tag == TAG_LIST_POP:
+            ops.append(ListPop(bucket, key, side == 0, count))
+            return at + blen + klen
+        elements, end = _take_elements(payload, at + blen + klen, count)
+        ops.append(ListPush(bucket, key, side == 0, elements))
+        return end
+    make = _LIST_AT_OPS.get(tag)
+    if make is None:
+        raise PayloadError(f"unknown operation tag {tag}", pos)
+    _, number, blen, klen, elen = _fixed(_LIST_AT, payload, pos)
+    if number < 0 if tag != TAG_LIST_REMOVE else number == 0:
+        raise PayloadError(f"{number} is not a position or count of {make.__name__}", pos)
+    at = pos + _LIST_AT.size
+    bucket = _take(payload, at, blen, "bucket")
+    key = _take(payload, at + blen, klen, "key")
+    element = _take(payload, at + blen + klen, elen, "element")
+    ops.append(make(bucket, key, number, element))
+    return at + blen + klen + elen
 
 
 def _take_elements(payload: bytes, pos: int, count: int) -> tuple[tuple[bytes, ...], int]:
@@ -527,8 +606,29 @@ def describe(ops: Iterable[Op]) -> str:
         elif type(op) is Copy:
             names = (op.bucket, op.key, op.to_bucket, op.to_key)
             words.append("COPY " + " ".join(map(escape, names)))
+        else:
+            words.append(_describe_list_op(op))
     return " ; ".join(words)
 
 
-_KIND_WORDS = {KIND_HASH: ("PUTHASH", "HSET", "HDEL"), KIND_SET: ("PUTSET", "SADD", "SREM")}
+def _describe_list_op(op: Op) -> str:
+    if isinstance(op, Flush):
+        raise ValueError(f"not an operation: {op!r}")
+    where = f"{escape(op.bucket)} {escape(op.key)}"
+    if type(op) is ListPush:
+        verb = "LPUSH" if op.left else "RPUSH"
+        return " ".join([verb, where, *map(escape, op.elements)])
+    if type(op) is ListPop:
+        return f"{'LPOP' if op.left else 'RPOP'} {where} {op.n}"
+    if type(op) is ListSet or type(op) is ListInsert or type(op) is ListRemove:
+        verb = {ListSet: "LSET", ListInsert: "LINSERT", ListRemove: "LREM"}[type(op)]
+        return f"{verb} {where} {op[2]} {escape(op.element)}"
+    raise ValueError(f"not an operation: {op!r}")
+
+
+_KIND_WORDS = {
+    KIND_HASH: ("PUTHASH", "HSET", "HDEL"),
+    KIND_SET: ("PUTSET", "SADD", "SREM"),
+    KIND_LIST: ("PUTLIST", "RPUSH", "-"),
+}
 """How ``describe`` names the container operations of each kind: put, add, remove."""
