@@ -11,8 +11,9 @@ string or the container object itself, and deadline; value None if the key did n
 ``FlushUndo`` (the bucket dicts a flush dropped, kept whole, so journaling a flush costs O(1)),
 ``PutsUndo`` (the old plain values of a run of puts without expiry, one list entry per put
 instead of a tuple: a ``BULK`` frame's rows) and a ``ContainerUndo`` per change to some
-elements of a container (``FieldsUndo`` of a hash, ``MembersUndo`` of a set): what those
-elements were, so an undo costs what the change touched, never a copy of the container.
+elements of a container (``FieldsUndo`` of a hash, ``MembersUndo`` of a set, ``ListUndo`` of
+a list): what those elements were, so an undo costs what the change touched, never a copy of
+the container.
 ``Keyspace.rollback`` applies them newest first, which is how the owner takes a group back
 when the log fails.
 """
@@ -22,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from minidb.store._values import list_revert
 from minidb.wal._ops import Op
 
 if TYPE_CHECKING:
     from minidb.store._keyspace import Stored
-    from minidb.store._values import Value
+    from minidb.store._values import ListUndoData, Value
 
 
 class KeyUndo(NamedTuple):
@@ -105,6 +107,24 @@ class MembersUndo(ContainerUndo):
         container.difference_update(self.added)
         container.update(self.removed)
         container.encoding, container.scan = self.encoding, None
+
+
+class ListUndo(ContainerUndo):
+    """One list op applied (``_values.list_apply``): what it returned, and the list's
+    listpack size before it."""
+
+    __slots__ = ("lpbytes", "undo")
+
+    def __init__(
+        self, bucket: bytes, key: bytes, encoding: str, lpbytes: int, undo: ListUndoData
+    ) -> None:
+        super().__init__(bucket, key, encoding)
+        self.lpbytes = lpbytes
+        self.undo = undo
+
+    def revert(self, container: Any) -> None:
+        list_revert(container, self.undo)
+        container.encoding, container.lpbytes = self.encoding, self.lpbytes
 
 
 UndoEntry = KeyUndo | FlushUndo | PutsUndo | ContainerUndo

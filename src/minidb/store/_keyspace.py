@@ -56,7 +56,9 @@ HashValue)``. A command changes a container through the keyspace in three steps:
 the key's creation), then the command's own change of its elements, noted in the journal as an
 element op (``AddElements``, ``RemoveElements``) and a ``ContainerUndo`` holding what those
 elements were, then ``drop_empty`` if it emptied the container (an empty container never
-exists: the key goes, its element op says so at replay). Undo is element-level, so a change
+exists: the key goes, its element op says so at replay). A list changes in one call,
+``change_list``, of the log op that is its effect (``ListPush``, ``ListPop``...), applied as
+replay applies it (``_values.list_apply``). Undo is element-level, so a change
 costs what it touched, never a copy of the container. Whole-key changes (``put_container``,
 ``rename``, ``copy``, and ``put`` / ``remove`` of any type) journal a ``KeyUndo`` holding the
 old value itself, container or string. The keyspace counts the containers of each bucket
@@ -85,15 +87,35 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar, cast
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
-from minidb.store._journal import ContainerUndo, FlushUndo, KeyUndo, OpJournal, PutsUndo
+from minidb.store._journal import (
+    ContainerUndo,
+    FlushUndo,
+    KeyUndo,
+    ListUndo,
+    OpJournal,
+    PutsUndo,
+)
 from minidb.store._results import WrongTypeError
 from minidb.store._scanindex import ScanIndex
-from minidb.store._values import KIND_BY_CODE, KIND_OF, Container, HashValue, SetValue, Value
+from minidb.store._values import (
+    KIND_BY_CODE,
+    KIND_OF,
+    Container,
+    HashValue,
+    ListValue,
+    SetValue,
+    Value,
+    list_apply,
+    new_list,
+)
 from minidb.wal._ops import (
+    LIST_OPS,
     AddElements,
     Copy,
     Expire,
     Flush,
+    ListOp,
+    ListPush,
     Op,
     Put,
     PutContainer,
@@ -131,9 +153,9 @@ class _Expiring:
         self._wheel_where = UNFILED
 
 
-Stored = bytes | _Expiring | HashValue | SetValue
+Stored = bytes | _Expiring | HashValue | SetValue | ListValue
 """A bucket's entry: the value itself, or for a key with a deadline its ``_Expiring`` record."""
-C = TypeVar("C", HashValue, SetValue)
+C = TypeVar("C", HashValue, SetValue, ListValue)
 
 
 class SnapshotParts(NamedTuple):
@@ -339,6 +361,8 @@ class Keyspace:
                 elif type(value) is HashValue:
                     flat = tuple(x for pair in sorted(value.items()) for x in pair)
                     yield PutContainer(name, key, KIND_OF[HashValue].code, flat, deadline)
+                elif type(value) is ListValue:
+                    yield PutContainer(name, key, KIND_OF[ListValue].code, tuple(value), deadline)
                 else:
                     members = tuple(sorted(cast(SetValue, value)))
                     yield PutContainer(name, key, KIND_OF[SetValue].code, members, deadline)
@@ -600,6 +624,20 @@ class Keyspace:
             journal.undo.append(self._state_of(bucket, key))
         self._delete(bucket, key)
 
+    def change_list(
+        self, bucket: bytes, key: bytes, found: ListValue | None, op: ListOp, journal: OpJournal
+    ) -> ListValue:
+        """Apply ``op`` to the list at ``key`` (``found``: what ``container`` returned; None
+        only for a push, which creates the list), journaled as ``op`` with its ``ListUndo``;
+        a list it empties is deleted. Every change of a list's elements comes here."""
+        lst = self.for_change(bucket, key, found, new_list, journal)
+        encoding, lpbytes = lst.encoding, lst.lpbytes
+        journal.undo.append(ListUndo(bucket, key, encoding, lpbytes, list_apply(lst, op)))
+        journal.add(op)
+        if not lst:
+            self.drop_empty(bucket, key, journal)
+        return lst
+
     def put_container(
         self,
         bucket: bytes,
@@ -833,6 +871,16 @@ class Keyspace:
                 kind.remove(container, op.elements)
                 if not container:
                     self._delete(op.bucket, op.key)
+        elif isinstance(op, LIST_OPS):
+            value = self.peek(op.bucket, op.key)
+            if type(value) is not ListValue and (value is not None or type(op) is not ListPush):
+                raise ValueError(f"cannot apply {op!r}: the key holds no list")
+            if value is None:
+                self._store(op.bucket, op.key, new_list(self._epoch), None)
+            lst = cast(ListValue, self._changing(op.bucket, op.key))
+            list_apply(lst, op)
+            if not lst:
+                self._delete(op.bucket, op.key)
         elif isinstance(op, Rename | Copy):
             if self.peek(op.bucket, op.key) is None:
                 raise ValueError(f"cannot apply {op!r}: the key does not exist")

@@ -1,9 +1,10 @@
-"""The values a key holds: a string (``bytes``) or a container (a hash, a set), and what Redis
-says of each (``TYPE``, ``OBJECT ENCODING``).
+"""The values a key holds: a string (``bytes``) or a container (a hash, a set, a list), and
+what Redis says of each (``TYPE``, ``OBJECT ENCODING``).
 
-A container is a plain ``dict`` (hash: field -> value) or ``set`` (members) subclass with three
-slots, so every dict and set operation runs at C speed and the C accelerators, which take
-anything that is not exactly ``bytes`` for "not mine", leave them to Python:
+A container is a plain ``dict`` (hash: field -> value), ``set`` (members) or ``deque`` (list:
+elements, head first) subclass with three slots (a list has a fourth, below), so every dict,
+set and deque operation runs at C speed and the C accelerators, which take anything that is
+not exactly ``bytes`` for "not mine", leave them to Python:
 
 - ``epoch``: the keyspace's copy-on-write mark (``Keyspace``, "Snapshots of containers"):
   a container whose epoch is below the keyspace's mark may be read by a snapshot being written
@@ -19,21 +20,41 @@ anything that is not exactly ``bytes`` for "not mine", leave them to Python:
   (``_elementscan``), built on first use and dropped by any change to which elements it holds
   (the functions here, and undo, drop it), so a container never scanned pays nothing.
 
+A list follows Redis 7.2's ``t_list.c``: a ``listpack`` while its listpack would stay within
+``list-max-listpack-size`` (-2: 8 KiB), a ``quicklist`` past it, and back to a listpack when
+a shrinking change leaves it at half that. Its fourth slot, ``lpbytes``, is the size its
+elements would take in one listpack (kept by every change, whatever the encoding), which is
+what Redis weighs. Redis converts back only when its quicklist is down to a single node; minidb
+has no nodes and treats every quicklist of at most 4 KiB of elements as one. A list changes
+only through ``list_apply`` of a log op (``ListPush``, ``ListPop``, ...), which commands and
+replay share, so both convert alike, and every push passes there.
+
 Each kind of container is one ``Kind``: its code in the log (``minidb.wal.KIND_*``), its
 ``TYPE`` name, and how the log's element operations build, add to and remove from it, which
-is what replay (``Keyspace.apply_ops``) and the commands share. Lists, sorted sets and streams
-are to plug in as more kinds.
+is what replay (``Keyspace.apply_ops``) and the commands share. Sorted sets and streams are to
+plug in as more kinds.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from minidb.store._numbers import parse_int
 from minidb.store._scanindex import ScanIndex
-from minidb.wal._ops import KIND_HASH, KIND_SET
+from minidb.wal._ops import (
+    KIND_HASH,
+    KIND_LIST,
+    KIND_SET,
+    ListInsert,
+    ListOp,
+    ListPop,
+    ListPush,
+    ListRemove,
+    ListSet,
+)
 
 # Redis 7.2's defaults (redis.conf); minidb's are fixed.
 HASH_MAX_LISTPACK_ENTRIES = 128
@@ -46,10 +67,12 @@ SET_MAX_LISTPACK_ENTRIES = 128
 """Members a set holds as a listpack (``set-max-listpack-entries``)."""
 SET_MAX_LISTPACK_VALUE = 64
 """Longest member, in bytes, a listpack set holds (``set-max-listpack-value``)."""
+LIST_MAX_LISTPACK_BYTES = 8192
+"""The listpack a list keeps before it converts to a quicklist (``list-max-listpack-size`` -2)."""
 EMBSTR_MAX_BYTES = 44
 """Longest string Redis stores ``embstr`` (``OBJ_ENCODING_EMBSTR_SIZE_LIMIT``)."""
 
-LISTPACK, HASHTABLE, INTSET = "listpack", "hashtable", "intset"
+LISTPACK, HASHTABLE, INTSET, QUICKLIST = "listpack", "hashtable", "intset", "quicklist"
 
 
 class HashValue(dict[bytes, bytes]):
@@ -70,8 +93,18 @@ class SetValue(set[bytes]):
     scan: ScanIndex | None
 
 
-Container = HashValue | SetValue
-Value = bytes | HashValue | SetValue
+class ListValue(deque[bytes]):
+    """A list: elements, head (left) first."""
+
+    __slots__ = ("encoding", "epoch", "lpbytes", "scan")
+    encoding: str
+    epoch: int
+    lpbytes: int
+    scan: ScanIndex | None
+
+
+Container = HashValue | SetValue | ListValue
+Value = bytes | HashValue | SetValue | ListValue
 """What a key holds (an expiring key holds it in its ``_Expiring`` record)."""
 
 
@@ -251,6 +284,173 @@ def _set_copy(s: Any, epoch: int) -> SetValue:
     return copy
 
 
+# -- lists -----------------------------------------------------------------------------------
+
+_LISTPACK_EMPTY = 7
+"""A listpack's header (total bytes u32, count u16) and end byte."""
+
+
+def listpack_entry_bytes(element: bytes) -> int:
+    """The bytes ``element`` takes in a listpack (``lpEncodeBacklen`` and the entry encodings
+    of Redis's ``listpack.c``): an integer in its smallest encoding, a string with its length."""
+    if len(element) <= 20 and (n := parse_int(element)) is not None:
+        if 0 <= n <= 127:
+            return 2
+        if -4096 <= n <= 4095:
+            return 3
+        if -32768 <= n <= 32767:
+            return 4
+        if -8388608 <= n <= 8388607:
+            return 5
+        return 6 if -(1 << 31) <= n < 1 << 31 else 10
+    size = len(element)
+    size += 1 if size <= 63 else 2 if size <= 4095 else 5
+    return size + (1 if size <= 127 else 2 if size < 16383 else 3 if size < 2097151 else 4)
+
+
+def new_list(epoch: int) -> ListValue:
+    """An empty list, as Redis creates one (a listpack)."""
+    lst = ListValue()
+    lst.encoding, lst.epoch, lst.lpbytes, lst.scan = LISTPACK, epoch, _LISTPACK_EMPTY, None
+    return lst
+
+
+def _list_grow(lst: ListValue, elements: Sequence[bytes]) -> None:
+    # ``listTypeTryConvertListpack``: the listpack's bytes plus the new arguments' lengths.
+    if lst.encoding is LISTPACK and (
+        lst.lpbytes + sum(map(len, elements)) > LIST_MAX_LISTPACK_BYTES
+    ):
+        lst.encoding = QUICKLIST
+
+
+def _list_shrunk(lst: ListValue) -> None:
+    # ``listTypeTryConvertQuicklist`` with ``shrinking``: half the limit.
+    if lst.encoding is QUICKLIST and lst.lpbytes <= LIST_MAX_LISTPACK_BYTES // 2:
+        lst.encoding = LISTPACK
+
+
+ListUndoData = tuple[str, Any, Any]
+"""What ``list_apply`` changed, for ``list_revert``: (what, where, elements)."""
+
+
+def list_apply(lst: ListValue, op: ListOp) -> ListUndoData:
+    """Apply a list op (a command's effect, or replay) to ``lst``, converting its encoding as
+    Redis does; what ``list_revert`` needs to take it back. ``ValueError`` for an op the list
+    cannot take (a pop past its length, a position out of range, occurrences not there)."""
+    size = listpack_entry_bytes
+    lst.scan = None
+    if type(op) is ListPush:
+        _list_grow(lst, op.elements)
+        if op.left:
+            lst.extendleft(op.elements)
+        else:
+            lst.extend(op.elements)
+        lst.lpbytes += sum(map(size, op.elements))
+        return ("push", op.left, len(op.elements))
+    if type(op) is ListPop:
+        if not 0 < op.n <= len(lst):
+            raise ValueError(f"cannot pop {op.n} of a list of {len(lst)}")
+        take = lst.popleft if op.left else lst.pop
+        popped = [take() for _ in range(op.n)]
+        lst.lpbytes -= sum(map(size, popped))
+        _list_shrunk(lst)
+        return ("pop", op.left, popped)
+    if type(op) is ListSet or type(op) is ListInsert:
+        at = op.position
+        if not 0 <= at < len(lst) + (type(op) is ListInsert):
+            raise ValueError(f"position {at} is out of a list of {len(lst)}")
+        _list_grow(lst, (op.element,))
+        lst.lpbytes += size(op.element)
+        if type(op) is ListInsert:
+            lst.insert(at, op.element)
+            return ("insert", at, None)
+        old = lst[at]
+        lst[at] = op.element
+        lst.lpbytes -= size(old)
+        _list_shrunk(lst)  # lsetCommand: a big element replaced by a small one
+        return ("set", at, old)
+    if type(op) is ListRemove:
+        positions = list_find(lst, op.element, op.n)
+        if len(positions) != abs(op.n):
+            raise ValueError(f"{abs(op.n)} occurrences of {op.element!r} are not in the list")
+        positions.sort()
+        for at in reversed(positions):
+            del lst[at]
+        lst.lpbytes -= size(op.element) * len(positions)
+        _list_shrunk(lst)
+        return ("remove", positions, op.element)
+    raise ValueError(f"not a list operation: {op!r}")
+
+
+def list_find(lst: ListValue, element: bytes, n: int) -> list[int]:
+    """The positions of up to ``n`` occurrences of ``element``: the first ones from the head
+    (``n`` > 0), the last ones from the tail (< 0), all (0); in the order found."""
+    found: list[int] = []
+    limit = abs(n) or len(lst)
+    if n >= 0:
+        for at, item in enumerate(lst):
+            if item == element:
+                found.append(at)
+                if len(found) == limit:
+                    break
+    else:
+        last = len(lst) - 1
+        for back, item in enumerate(reversed(lst)):
+            if item == element:
+                found.append(last - back)
+                if len(found) == limit:
+                    break
+    return found
+
+
+def list_revert(lst: ListValue, undo: ListUndoData) -> None:
+    """Take back the ``list_apply`` that returned ``undo`` (the caller restores the
+    encoding and ``lpbytes``)."""
+    what, where, elements = undo
+    if what == "push":
+        take = lst.popleft if where else lst.pop
+        for _ in range(elements):
+            take()
+    elif what == "pop":
+        if where:
+            lst.extendleft(reversed(elements))
+        else:
+            lst.extend(reversed(elements))
+    elif what == "set":
+        lst[where] = elements
+    elif what == "insert":
+        del lst[where]
+    else:
+        for at in where:
+            lst.insert(at, elements)
+    lst.scan = None
+
+
+def list_from(elements: Iterable[bytes], epoch: int) -> ListValue:
+    """A list of ``elements`` (head first) with the encoding its contents call for (Redis's
+    RDB load converts a listpack that would exceed the limit)."""
+    lst = new_list(epoch)
+    lst.extend(elements)
+    lst.lpbytes += sum(map(listpack_entry_bytes, lst))
+    if lst.lpbytes > LIST_MAX_LISTPACK_BYTES:
+        lst.encoding = QUICKLIST
+    return lst
+
+
+def _list_add(lst: Any, elements: Sequence[bytes]) -> None:
+    list_apply(lst, ListPush(b"", b"", False, tuple(elements)))
+
+
+def _list_remove(lst: Any, elements: Sequence[bytes]) -> None:
+    raise ValueError("a list's elements are removed by position")
+
+
+def _list_copy(lst: Any, epoch: int) -> ListValue:
+    copy = ListValue(lst)
+    copy.encoding, copy.epoch, copy.lpbytes, copy.scan = lst.encoding, epoch, lst.lpbytes, None
+    return copy
+
+
 # -- the kinds -------------------------------------------------------------------------------
 
 
@@ -286,9 +486,13 @@ SET = Kind(
     lambda elements, epoch: new_set(elements[0], len(elements), epoch),
     set_from, _set_add, set_remove, _set_copy,
 )  # fmt: skip
-KIND_OF: dict[type, Kind] = {HashValue: HASH, SetValue: SET}
+LIST = Kind(
+    ListValue, KIND_LIST, "list", iter, lambda elements, epoch: new_list(epoch),
+    list_from, _list_add, _list_remove, _list_copy,
+)  # fmt: skip
+KIND_OF: dict[type, Kind] = {HashValue: HASH, SetValue: SET, ListValue: LIST}
 """Container class -> its kind."""
-KIND_BY_CODE: dict[int, Kind] = {HASH.code: HASH, SET.code: SET}
+KIND_BY_CODE: dict[int, Kind] = {HASH.code: HASH, SET.code: SET, LIST.code: LIST}
 """The log's kind -> its kind."""
 TYPE_NAMES = ("string", "list", "set", "zset", "hash", "stream")
 """Every type Redis names (``SCAN ... TYPE`` accepts them all, even those minidb lacks)."""

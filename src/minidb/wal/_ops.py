@@ -163,6 +163,8 @@ class ListRemove(NamedTuple):
 
 ListOp = ListPush | ListPop | ListSet | ListInsert | ListRemove
 """The effects of the list commands, by position (``docs/wal-format.md``, "Lists")."""
+LIST_OPS = (ListPush, ListPop, ListSet, ListInsert, ListRemove)
+"""The classes of ``ListOp``, for ``isinstance``."""
 
 Op = (
     Put | Remove | Expire | Flush | PutContainer | AddElements | RemoveElements | Rename | Copy
