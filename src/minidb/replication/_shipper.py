@@ -55,6 +55,10 @@ from minidb.wal import (
     segment_name,
     snapshot_name,
 )
+from minidb.wal._format import FORMAT_VERSION, STRINGS_VERSION
+
+SHIPPABLE_VERSIONS = (STRINGS_VERSION, FORMAT_VERSION)
+"""Segment formats whose records a chunk (written with the current header) can carry."""
 
 logger = logging.getLogger("minidb.replication")
 
@@ -367,11 +371,13 @@ class Shipper:
     def _read_segment(self, base: int, start: int, end: int | None) -> bytes:
         with open(os.path.join(self._dir, segment_name(base)), "rb") as f:
             if start == FILE_HEADER_SIZE:
+                # Version 2's records are version 3's (string operations only), so such a
+                # segment ships under the current header; version 1 framed them otherwise.
                 version = f.read(FILE_HEADER_SIZE)[7]
-                if version != 2:
+                if version not in SHIPPABLE_VERSIONS:
                     raise ReplicationError(
                         f"segment {segment_name(base)} is format version {version}: only"
-                        " version 2 is shipped (a checkpoint replaces it)"
+                        " versions 2 and 3 are shipped (a checkpoint replaces it)"
                     )
             f.seek(start)
             return f.read() if end is None else f.read(end - start)
