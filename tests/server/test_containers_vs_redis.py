@@ -1,4 +1,4 @@
-"""Hash and set commands diffed against a real ``redis-server``: random command sequences
+"""Hash, set and list commands diffed against a real ``redis-server``: random command sequences
 (hypothesis) sent to both, replies compared byte for byte in RESP2 and RESP3.
 
 minidb runs in process (the command engine and the RESP encoder the server writes replies
@@ -89,7 +89,7 @@ class Minidb:
         return self.encoder.encode(result)
 
 
-KEYS = [b"h1", b"h2", b"s1", b"s2", b"str"]
+KEYS = [b"h1", b"h2", b"s1", b"s2", b"l1", b"l2", b"str"]
 FIELDS = [b"a", b"b", b"1", b"2", b"-3", b"x" * 70]
 key = st.sampled_from(KEYS)
 field = st.sampled_from(FIELDS)
@@ -134,7 +134,36 @@ COMMAND = st.one_of(
     st.builds(lambda ks: [b"EXISTS", *ks], st.lists(key, min_size=1, max_size=2)),
     st.builds(lambda a, b: [b"RENAME", a, b], key, key),
     st.builds(lambda a, b: [b"COPY", a, b, b"REPLACE"], key, key),
-    st.builds(lambda t: [b"SCAN", b"0", b"TYPE", t], st.sampled_from([b"hash", b"set", b"string"])),
+    st.builds(lambda t: [b"SCAN", b"0", b"TYPE", t],
+              st.sampled_from([b"hash", b"set", b"list", b"string"])),
+)  # fmt: skip
+
+index = st.sampled_from([b"0", b"1", b"-1", b"-3", b"5", b"x", b"-9223372036854775808"])
+side = st.sampled_from([b"LEFT", b"RIGHT", b"left", b"up"])
+LIST_COMMAND = st.one_of(
+    st.builds(lambda op, k, fs: [op, k, *fs],
+              st.sampled_from([b"LPUSH", b"RPUSH", b"LPUSHX", b"RPUSHX"]), key, fields),
+    st.builds(lambda op, k, n: [op, k, *n], st.sampled_from([b"LPOP", b"RPOP"]), key,
+              st.sampled_from([[], [b"0"], [b"2"], [b"-1"], [b"x"], [b"100"]])),
+    st.builds(lambda k: [b"LLEN", k], key),
+    st.builds(lambda k, a, b: [b"LRANGE", k, a, b], key, index, index),
+    st.builds(lambda k, i: [b"LINDEX", k, i], key, index),
+    st.builds(lambda k, i, f: [b"LSET", k, i, f], key, index, field),
+    st.builds(lambda k, n, f: [b"LREM", k, n, f], key, index, field),
+    st.builds(lambda k, a, b: [b"LTRIM", k, a, b], key, index, index),
+    st.builds(lambda k, w, p, f: [b"LINSERT", k, w, p, f], key,
+              st.sampled_from([b"BEFORE", b"after", b"inside"]), field, field),
+    st.builds(lambda k, f, opts: [b"LPOS", k, f, *opts], key, field,
+              st.lists(st.sampled_from([[b"RANK", b"2"], [b"RANK", b"-1"], [b"RANK", b"0"],
+                                        [b"COUNT", b"0"], [b"COUNT", b"2"], [b"MAXLEN", b"3"],
+                                        [b"COUNT", b"-1"], [b"COUNT"]]), max_size=2)
+              .map(lambda opts: [x for o in opts for x in o])),
+    st.builds(lambda a, b, f, t: [b"LMOVE", a, b, f, t], key, key, side, side),
+    st.builds(lambda a, b: [b"RPOPLPUSH", a, b], key, key),
+    st.builds(lambda ks, w, c: [b"LMPOP", b"%d" % len(ks), *ks, w, *c],
+              st.lists(key, min_size=1, max_size=3), side,
+              st.sampled_from([[], [b"COUNT", b"2"], [b"COUNT", b"0"], [b"COUNT"]])),
+    st.builds(lambda k: [b"TYPE", k], key),
 )  # fmt: skip
 
 UNORDERED = {b"SMEMBERS", b"SINTER", b"SUNION", b"SDIFF", b"HKEYS", b"HVALS", b"HGETALL",
@@ -174,18 +203,35 @@ def _same(argv: list[bytes], ours: bytes, theirs: bytes) -> bool:
     return bool(_canonical(mine) == _canonical(redis))
 
 
-@pytest.mark.parametrize("protocol", [2, 3])
-@settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(st.lists(COMMAND, min_size=1, max_size=25))
-def test_containers_vs_redis_same_replies(
-    redis_server: RedisServer, protocol: int, commands: list[list[bytes]]
-) -> None:
-    """Every reply of a random sequence of hash, set and key commands equals Redis's."""
+def _run(redis_server: RedisServer, protocol: int, commands: list[list[bytes]]) -> None:
     redis_server.raw([b"HELLO", b"%d" % protocol])
     redis_server.raw([b"FLUSHALL"])
     ours = Minidb(protocol)
     for argv in commands:
         mine, theirs = ours.raw(argv), redis_server.raw(argv)
         assert _same(argv, mine, theirs), (argv, mine, theirs)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(COMMAND | LIST_COMMAND, min_size=1, max_size=25))
+def test_containers_vs_redis_same_replies(
+    redis_server: RedisServer, protocol: int, commands: list[list[bytes]]
+) -> None:
+    """Every reply of a random sequence of hash, set, list and key commands equals Redis's."""
+    _run(redis_server, protocol, commands)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(LIST_COMMAND, min_size=1, max_size=40))
+def test_containers_vs_redis_same_list_replies(
+    redis_server: RedisServer, protocol: int, commands: list[list[bytes]]
+) -> None:
+    """Every reply of a random sequence of list commands alone (so lists grow) equals
+    Redis's."""
+    _run(redis_server, protocol, commands)

@@ -410,6 +410,65 @@ SET_COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 """The set commands (``store._sets``), with Redis 7.2's metadata."""
 
+_LIST = {"group": "list", "categories": ("list",)}
+_LIST_MOVE = {"first_key": 1, "last_key": 2, "key_step": 1}
+LIST_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("lindex", 3, "readonly", **_K1, **_LIST,
+        summary="Returns an element from a list by its index."),
+    _spec("linsert", 5, "write denyoom", since="2.2.0", **_K1, **_LIST,
+        summary="Inserts an element before or after another element in a list."),
+    _spec("llen", 2, "readonly fast", **_K1, **_LIST, summary="Returns the length of a list."),
+    _spec("lmove", 5, "write denyoom", since="6.2.0", **_LIST_MOVE, **_LIST,
+        summary=(
+            "Returns an element after popping it from one list and pushing it to another. "
+            "Deletes the list if the last element was moved."
+        )),
+    _spec("lmpop", -4, "write movablekeys", since="7.0.0", **_LIST,
+        summary=(
+            "Returns multiple elements from a list after removing them. Deletes the list if "
+            "the last element was popped."
+        )),
+    _spec("lpop", -2, "write fast", **_K1, **_LIST,
+        summary=(
+            "Returns the first elements in a list after removing it. Deletes the list if the "
+            "last element was popped."
+        )),
+    _spec("lpos", -3, "readonly", since="6.0.6", **_K1, **_LIST,
+        summary="Returns the index of matching elements in a list."),
+    _spec("lpush", -3, "write denyoom fast", **_K1, **_LIST,
+        summary="Prepends one or more elements to a list. Creates the key if it doesn't exist."),
+    _spec("lpushx", -3, "write denyoom fast", since="2.2.0", **_K1, **_LIST,
+        summary="Prepends one or more elements to a list only when the list exists."),
+    _spec("lrange", 4, "readonly", **_K1, **_LIST,
+        summary="Returns a range of elements from a list."),
+    _spec("lrem", 4, "write", **_K1, **_LIST,
+        summary=(
+            "Removes elements from a list. Deletes the list if the last element was removed."
+        )),
+    _spec("lset", 4, "write denyoom", **_K1, **_LIST,
+        summary="Sets the value of an element in a list by its index."),
+    _spec("ltrim", 4, "write", **_K1, **_LIST,
+        summary=(
+            "Removes elements from both ends a list. Deletes the list if all elements were "
+            "trimmed."
+        )),
+    _spec("rpop", -2, "write fast", **_K1, **_LIST,
+        summary=(
+            "Returns and removes the last elements of a list. Deletes the list if the last "
+            "element was popped."
+        )),
+    _spec("rpoplpush", 3, "write denyoom", since="1.2.0", **_LIST_MOVE, **_LIST,
+        summary=(
+            "Returns the last element of a list after removing and pushing it to another "
+            "list. Deletes the list if the last element was popped."
+        )),
+    _spec("rpush", -3, "write denyoom fast", **_K1, **_LIST,
+        summary="Appends one or more elements to a list. Creates the key if it doesn't exist."),
+    _spec("rpushx", -3, "write denyoom fast", since="2.2.0", **_K1, **_LIST,
+        summary="Appends an element to a list only when the list exists."),
+)  # fmt: skip
+"""The list commands (``store._lists``; not the blocking ones), with Redis 7.2's metadata."""
+
 
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
@@ -434,7 +493,10 @@ class CommandTable:
 
     @classmethod
     def default(
-        cls, data: Sequence[CommandSpec] = DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS
+        cls,
+        data: Sequence[CommandSpec] = (
+            DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS + LIST_COMMANDS
+        ),
     ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))
 
