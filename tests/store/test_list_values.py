@@ -21,7 +21,7 @@ from minidb.store._values import (
     list_from,
     listpack_entry_bytes,
 )
-from minidb.wal import KIND_LIST, PutContainer, decode_ops, encode_groups
+from minidb.wal import KIND_LIST, AddElements, PutContainer, decode_ops, encode_groups
 from minidb.wal._ops import ListInsert, ListOp, ListPop, ListPush, ListRemove, ListSet
 from tests.store.test_hashes import NOW, Client
 
@@ -182,3 +182,29 @@ def test_list_values_replay_snapshot_and_rollback_agree(steps: list[object], cut
     assert all(type(op) is not PutContainer or op.kind == KIND_LIST for op in restored.items())
     ks.rollback(tail)
     assert _lists(ks) == before
+
+
+def test_list_values_copy_on_write_and_a_chunked_snapshot() -> None:
+    """A list captured by a frozen snapshot is never changed afterwards (the owner changes a
+    copy, once); a long list with an expiry is written as several operations and reads back
+    whole, in order."""
+    state = StoreState(Keyspace(now_ms=NOW))
+    ks, j = state.keyspace, OpJournal()
+    big = tuple(b"%d" % i + b"x" * 100 for i in range(2000))
+    _change(ks, b"big", ListPush(B, b"big", False, big), j)
+    ks.set_expiry(B, b"big", NOW + 9000, None)
+    _change(ks, b"l", ListPush(B, b"l", False, (b"a", b"b")), j)
+    captured = ks.peek(B, b"l")
+    payloads = state.frozen_snapshot()
+    _change(ks, b"l", ListPop(B, b"l", True, 1), j)
+    _change(ks, b"l", ListPush(B, b"l", False, (b"c",)), j)
+    assert list(captured) == [b"a", b"b"]  # type: ignore[arg-type]
+    assert ks.peek(B, b"l") is not captured and list(ks.peek(B, b"l")) == [b"b", b"c"]  # type: ignore[arg-type]
+    ops = [op for payload in payloads for op in decode_ops(payload)]
+    assert sum(type(op) is AddElements for op in ops) > 1  # chunked
+    restored = Keyspace(now_ms=NOW)
+    restored.apply_ops(ops, NOW)
+    assert sorted(restored.items()) == [
+        PutContainer(B, b"big", KIND_LIST, big, NOW + 9000),
+        PutContainer(B, b"l", KIND_LIST, (b"a", b"b")),
+    ]

@@ -38,7 +38,20 @@ from minidb.wal._format import (
     encode_record,
 )
 from minidb.wal._manifest import Manifest
-from minidb.wal._ops import KIND_SET, AddElements, Copy, Expire, Flush, Op, Put, Remove, Rename
+from minidb.wal._ops import (
+    KIND_SET,
+    AddElements,
+    Copy,
+    Expire,
+    Flush,
+    ListPop,
+    ListPush,
+    ListRemove,
+    Op,
+    Put,
+    Remove,
+    Rename,
+)
 from minidb.wal._reader import RecordReader, segment_records
 from minidb.wal._recovery import Entry, Recovery, _decode_spec
 from minidb.wal._seed import segment_copy_offsets
@@ -64,6 +77,9 @@ TYPED_OPS: st.SearchStrategy[Op] = st.one_of(
     st.builds(Rename, NAMES, NAMES, NAMES),
     st.builds(Copy, NAMES, NAMES, NAMES, NAMES),
     st.builds(AddElements, NAMES, NAMES, st.just(KIND_SET), st.tuples(NAMES)),
+    st.builds(ListPush, NAMES, NAMES, st.booleans(), st.tuples(NAMES)),
+    st.builds(ListPop, NAMES, NAMES, st.booleans(), st.integers(1, 9)),
+    st.builds(ListRemove, NAMES, NAMES, st.sampled_from([-2, 1]), NAMES),
 )
 PAYLOADS = st.lists(
     st.lists(STRING_OPS, min_size=1, max_size=3).map(encode_ops)
