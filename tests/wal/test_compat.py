@@ -20,6 +20,8 @@ from minidb.wal import (
     AddElements,
     Expire,
     Flush,
+    ListPop,
+    ListPush,
     Put,
     PutContainer,
     Remove,
@@ -208,6 +210,8 @@ TYPED = [
     PutContainer(b"0", b"h", KIND_HASH, (b"f", b"v"), FAR),
     AddElements(b"0", b"s", KIND_SET, (b"m",)),
     Rename(b"0", b"h", b"h2"),
+    ListPush(b"0", b"l", True, (b"a", b"b")),
+    ListPop(b"0", b"l", False, 1),
 ]
 
 
