@@ -41,17 +41,20 @@ from minidb.wal import encode_groups
 
 NOW_MS = 1_700_000_000_000
 
-pytestmark = pytest.mark.skipif(not _plainrun.ACCELERATED, reason="C twin not built")
+pytestmark = pytest.mark.accelerator  # tests/sanitizers/run.py runs these under ASan and UBSan
+needs_c = pytest.mark.skipif(not _plainrun.ACCELERATED, reason="C twin not built")
 
 KEYS = [b"a", b"b", b"n", b"m", b"big", b"gone", b"later"]
 VALUES = [b"", b"v", b"12", b"-7", b"0", b"007", b"9223372036854775807", b"x" * 300]
+HOSTILE_KEYS = [b"k" * 65537, b"\x00\r\n"]  # over MAX_KEY_BYTES; bytes a line cannot hold
+HOSTILE_VALUES = [b"y" * 1001, b"\r\n$-1\r\n"]  # over the test keyspace's max_value_bytes
 NUMBERS = [b"1", b"-1", b"0", b"5", b"-0", b"+3", b"01", b"9223372036854775807",
            b"-9223372036854775808", b"99999999999999999999", b"x", b""]  # fmt: skip
 
 
 def _command() -> st.SearchStrategy[list[bytes]]:
-    key = st.sampled_from(KEYS)
-    value = st.sampled_from(VALUES)
+    key = st.sampled_from(KEYS) | st.sampled_from(HOSTILE_KEYS)
+    value = st.sampled_from(VALUES) | st.sampled_from(HOSTILE_VALUES)
     number = st.sampled_from(NUMBERS)
     name = st.sampled_from([b"GET", b"get", b"Get"])
     return st.one_of(
@@ -136,6 +139,7 @@ def _run(
     return stop, replies, left, after, log, executor.counts.calls, restored
 
 
+@needs_c
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 10**6),
@@ -162,6 +166,7 @@ def test_plain_arity_matches_the_command_table() -> None:
             assert COMMANDS[name].arity == arity, name
 
 
+@needs_c
 def test_c_run_hands_an_open_group_to_python() -> None:
     """A group left open before the run is left to Python, which decides what it becomes."""
     sides = []
@@ -242,6 +247,7 @@ _CONNECTION_EXTRAS = st.sampled_from([
 ])  # fmt: skip
 
 
+@needs_c
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(st.one_of(_command(), _CONNECTION_EXTRAS), max_size=20),
@@ -261,6 +267,7 @@ def test_connection_runs_equal_the_python_path(
     assert c == python
 
 
+@needs_c
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.integers(0, 10**6),
@@ -345,3 +352,31 @@ def test_run_of_writes_is_answered_only_after_its_group_is_synced() -> None:
     assert log.flushes_at_sync == [0] and sink.flushes == 1
     assert batch.replies == [b"+OK\r\n" * 5 + b"$1\r\nv\r\n"]
     assert len(log.synced) == 5
+
+
+@needs_c
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.booleans(),
+    st.lists(_command(), max_size=10),
+    st.sampled_from([2, 3]),
+)
+def test_inline_run_with_writes_equals_the_python_run_of_its_prefix(
+    seed: int, watch: bool, argvs: list[list[bytes]], protocol: int
+) -> None:
+    """Without a fallback but with writes (``everysec``/``no``) the C run stops at the first
+    command that needs Python; the prefix it ran left exactly what the Python engine leaves:
+    replies, keyspace, log bytes, undo."""
+    ks, _ = _keyspace(seed, watch)
+    before = _state(ks)
+    journal = OpJournal()
+    stop, replies, _ = _plainrun._c.run(  # type: ignore[union-attr]
+        ks, journal, argvs, 0, b"0", protocol, NOW_MS, 1 << 40, 1 << 40, {}, None, True
+    )
+    journal.close_group()
+    state, log = _state(ks), encode_groups(journal.records)
+    ks.rollback(journal)
+    assert _state(ks)[:3] == before[:3]
+    python = _run(False, seed, watch, [[b"PING"], *argvs[:stop]], protocol, 1 << 40, 1 << 40)
+    assert (replies, state[:3], log) == (python[1], python[3][:3], python[4])  # type: ignore[index]

@@ -300,14 +300,7 @@ class RespDecoder:
                 self._ready = True
                 return
         self._bytes_fed += size
-        if (
-            _scan_raw is not None
-            and not self._chunks
-            and self._raw is None
-            and self._argv is None
-            and self._li == len(self._lines) - 1
-            and not self._lines[-1]
-        ):
+        if _scan_raw is not None and self._holds_nothing():
             # Nothing held: keep the read whole for ``next_commands`` to try in one C scan
             # (the read of a client that waits for each reply, ``redis-benchmark -P 1``).
             self._fresh = data
@@ -318,6 +311,29 @@ class RespDecoder:
             self._chunks_len >= self._need or (self._want is not None and self._want in data)
         ):
             self._ready = True
+
+    def decode_whole(self, data: bytes, limit: int) -> list[list[bytes]] | None:
+        """The commands of ``data``, a read that came while nothing is held, when it is
+        nothing but at most ``limit`` plainly valid commands (one C scan; nothing is stored);
+        else None, and nothing was taken: ``feed`` it. Always None without the C scan."""
+        if (
+            _scan_raw is None
+            or not self._authenticated
+            or self._fresh is not None
+            or self._overflow
+            or self._error is not None
+            or type(data) is not bytes
+            or not self._holds_nothing()
+        ):
+            return None
+        out: list[list[bytes]] = []
+        if _scan_raw(data, 0, out, limit, self._count_limit, self._bulk_limit) != len(data):
+            return None
+        if not out:
+            return None
+        self._bytes_fed += len(data)
+        self._commands += len(out)
+        return out
 
     def next_commands(self, limit: int = _NO_LIMIT) -> list[list[bytes]]:
         """Up to ``limit`` complete commands, in order; [] when none is complete yet.
@@ -355,6 +371,16 @@ class RespDecoder:
         return out
 
     # -- internals ------------------------------------------------------------------------
+
+    def _holds_nothing(self) -> bool:
+        """Whether no byte of an unfinished command is held (a read starts a command)."""
+        return (
+            not self._chunks
+            and self._raw is None
+            and self._argv is None
+            and self._li == len(self._lines) - 1
+            and not self._lines[-1]
+        )
 
     def _spill(self, fresh: bytes) -> None:
         """Hand ``fresh``, a read kept whole, to the general path as a chunk to parse."""

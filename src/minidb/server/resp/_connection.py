@@ -113,6 +113,24 @@ class RespRequests:
             self.session.last_interaction = self._env.unix_time()
             self._decoder.feed(data)
 
+    def take_whole(self, data: bytes, limit: int) -> PlainRun | None:
+        """A read that came while nothing is held, when it is nothing but at most ``limit``
+        plain commands: decoded in one C scan and taken as one run (the connection serves
+        its reads inline); else None, and nothing was taken (``receive`` it)."""
+        session = self.session
+        if self.closing or self._held or not session.authenticated:
+            return None
+        commands = self._decoder.decode_whole(data, limit)
+        if commands is None:
+            return None
+        session.last_interaction = self._env.unix_time()
+        if session.plain_end(commands, 0) != len(commands):
+            self._held = commands  # decoded: next_requests decides them, in order
+            return None
+        session.plain_run(commands, 0)
+        self.runs = True
+        return PlainRun(commands, session.bucket, session.protocol, self.side)
+
     def _new_decoder(self) -> RespDecoder:
         return RespDecoder(
             max_bulk_bytes=self._context.max_bulk_bytes,
@@ -132,6 +150,10 @@ class RespRequests:
 
     def discard_partial(self) -> None:
         self._decoder = self._new_decoder()
+
+    def has_held(self) -> bool:
+        """Whether commands are decoded and not yet decided (``take_whole`` left them)."""
+        return bool(self._held)
 
     def next_requests(self, limit: int) -> list[Any]:
         out: list[Any] = []
@@ -250,6 +272,31 @@ class RespConnection(Connection):
     def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
         return Batch(requests, self, deadline, executor=self._executor, size=size)
 
+    def data_received(self, data: bytes) -> None:
+        # The express lane (issue 18): with nothing of this connection in flight and the
+        # owner idle, a read of plain commands is decoded in one C scan and its reads served
+        # here in one C call; anything left goes the general way, in order.
+        if self._pending or self._deferred or self._backlog or self._draining or not (
+            self._owner.idle
+        ):
+            super().data_received(data)
+            return
+        try:
+            decoder = self.requests_decoder
+            run = decoder.take_whole(data, self._max_in_flight)
+            if run is None:
+                if not decoder.has_held():
+                    super().data_received(data)
+                    return
+            elif self._serve_inline(run) and not len(run):
+                return
+            else:
+                self._deferred.append(run)  # sent before anything else, as handed back
+            self._fresh = True
+            self._take()
+        except Exception as exc:
+            self._fail("data_received", exc)
+
     def _send_to_owner(self, requests: list[Any], weight: int) -> None:
         first = requests[0]
         if type(first) is PlainRun and not self._pending and self._owner.idle:
@@ -262,16 +309,21 @@ class RespConnection(Connection):
         super()._send_to_owner(requests, weight)
 
     def _serve_inline(self, run: PlainRun) -> int:
-        """Serve the plain reads at the head of ``run`` here and now, while the owner is idle
-        and nothing of this connection waits (see "Inline reads" in ``store._actor``); how
-        many. What they leave of ``run`` goes to the owner as usual."""
+        """Serve the plain commands at the head of ``run`` here and now, while the owner is
+        idle and nothing of this connection waits (see "Inline reads" in ``store._actor``:
+        reads, and writes where the fsync policy lets replies go before a sync); how many.
+        What they leave of ``run`` goes to the owner as usual."""
         room = self.output_room()
         if room < 0:
             return 0
         owner = self._owner
         start = run.start
-        replies = self._executor.run_inline(owner.state, run, owner.clock(), room)
+        journal = owner.journal if owner.inline_writes else None
+        replies = self._executor.run_inline(owner.state, run, owner.clock(), room, journal)
         served = run.start - start
+        if journal is not None and served and not owner.log_inline():
+            run.start = start  # rolled back: the owner answers the whole run, writes refused
+            return 0
         if served:
             self._push_idle(self._loop.time())
             self.requests += served

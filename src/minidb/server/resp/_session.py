@@ -248,6 +248,15 @@ class RespSession:
         the session is authenticated and outside MULTI, so ``handle`` would forward each as
         it is. They are counted as forwarded; the connection sends them to the owner as one
         ``PlainRun`` (see ``store._plainrun``)."""
+        end = self.plain_end(commands, start)
+        if end > start:
+            self._commands += end - start
+            self._forwarded += end - start
+            self.last_command = commands[end - 1][0].lower().decode()
+        return end
+
+    def plain_end(self, commands: list[list[bytes]], start: int) -> int:
+        """``plain_run`` without counting anything: where the run would end."""
         if self._queue is not None or not self.authenticated or self.closing:
             return start
         arities = _RUN_ARITY
@@ -258,10 +267,6 @@ class RespSession:
             if arity is None or (len(argv) != arity if arity > 0 else len(argv) < -arity):
                 break
             end += 1
-        if end > start:
-            self._commands += end - start
-            self._forwarded += end - start
-            self.last_command = commands[end - 1][0].lower().decode()
         return end
 
     def _reject(self, error: ErrorReply, spec: CommandSpec | None = None) -> Reply:
