@@ -35,6 +35,8 @@ from minidb.store import (
     StoreState,
     _plainrun,
     execute,
+    plain_arity,
+    plain_end_python,
     run_plain_python,
 )
 from minidb.wal import encode_groups
@@ -380,3 +382,16 @@ def test_inline_run_with_writes_equals_the_python_run_of_its_prefix(
     assert _state(ks)[:3] == before[:3]
     python = _run(False, seed, watch, [[b"PING"], *argvs[:stop]], protocol, 1 << 40, 1 << 40)
     assert (replies, state[:3], log) == (python[1], python[3][:3], python[4])  # type: ignore[index]
+
+
+@needs_c
+@given(
+    st.lists(st.one_of(_command(), _CONNECTION_EXTRAS, st.just([])), max_size=12),
+    st.integers(0, 13),
+)
+def test_c_plain_end_equals_the_python_scan(commands: list[list[bytes]], start: int) -> None:
+    """Where a run of plain commands ends, in C as in Python (names as sent, arities)."""
+    arities = plain_arity()
+    start = min(start, len(commands))
+    c = _plainrun._c.plain_end(commands, start, arities)  # type: ignore[union-attr]
+    assert c == plain_end_python(commands, start, arities)

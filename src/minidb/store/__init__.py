@@ -20,7 +20,14 @@ from minidb.store._keyspace import (
 )
 from minidb.store._log import CommitLog, MemoryLog, NullLog
 from minidb.store._mailbox import UNBOUNDED_OUTPUT, Batch, Executor, Mailbox, ReplySink, RoomWaiter
-from minidb.store._plainrun import PLAIN_ARITY, plain_arity, run_plain, run_plain_python
+from minidb.store._plainrun import (
+    PLAIN_ARITY,
+    plain_arity,
+    plain_end,
+    plain_end_python,
+    run_plain,
+    run_plain_python,
+)
 from minidb.store._results import CommandError, ErrorReply, Result, Simple
 from minidb.store._state import StoreState, StoreStatistics
 
@@ -62,6 +69,8 @@ __all__ = [
     "execute_transaction",
     "lookup_command",
     "plain_arity",
+    "plain_end",
+    "plain_end_python",
     "run_plain",
     "run_plain_python",
     "validate",

@@ -825,6 +825,38 @@ error:
     return NULL;
 }
 
+/* plain_end(commands, start, arities) -> end: see ``_plainrun.plain_end_python``. */
+static PyObject *
+plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plain_end(list, start, dict)");
+        return NULL;
+    }
+    PyObject *commands = args[0], *arities = args[2];
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    for (; end < PyList_GET_SIZE(commands); end++) {
+        PyObject *argv = PyList_GET_ITEM(commands, end);
+        if (!PyList_CheckExact(argv) || PyList_GET_SIZE(argv) == 0)
+            break;
+        PyObject *found = PyDict_GetItemWithError(arities, PyList_GET_ITEM(argv, 0));
+        if (found == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            break;
+        }
+        long arity = PyLong_AsLong(found);
+        if (arity == -1 && PyErr_Occurred())
+            return NULL;
+        Py_ssize_t argc = PyList_GET_SIZE(argv);
+        if (arity > 0 ? argc != arity : argc < -arity)
+            break;
+    }
+    return PyLong_FromSsize_t(end);
+}
+
 static PyObject *
 bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -852,6 +884,8 @@ static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(ks, journal, argvs, start, bucket, protocol, now_ms, room, max_reply, calls, "
      "fallback[, writes]) -> (next, replies, room)"},
+    {"plain_end", (PyCFunction)(void (*)(void))plain_end, METH_FASTCALL,
+     "plain_end(commands, start, arities) -> where the run of plain commands ends"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(KeyUndo, Put, Remove, Expiring): the types run() builds and recognises"},
     {NULL, NULL, 0, NULL},

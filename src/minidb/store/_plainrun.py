@@ -69,6 +69,19 @@ def plain_arity() -> dict[bytes, int]:
     return {**table, **{name.upper(): arity for name, arity in table.items()}}
 
 
+def plain_end_python(commands: list[list[bytes]], start: int, arities: dict[bytes, int]) -> int:
+    """Where the run of commands from ``commands[start]`` whose names ``arities`` holds (as
+    sent), each with its arity (negative: at least), ends. The reference of the C twin."""
+    end, size = start, len(commands)
+    while end < size:
+        argv = commands[end]
+        arity = arities.get(argv[0]) if argv else None
+        if arity is None or (len(argv) != arity if arity > 0 else len(argv) < -arity):
+            break
+        end += 1
+    return end
+
+
 def run_plain_python(
     ks: Keyspace,
     journal: OpJournal,
@@ -108,5 +121,10 @@ run_plain: Callable[..., tuple[int, bytes, int]] = (
     _c.run if _c is not None else run_plain_python
 )
 """``run_plain_python``, in C when the accelerator is built (see the module docstring)."""
+
+plain_end: Callable[[list[list[bytes]], int, dict[bytes, int]], int] = (
+    _c.plain_end if _c is not None else plain_end_python
+)
+"""``plain_end_python``, in C when the accelerator is built."""
 
 ACCELERATED = _c is not None

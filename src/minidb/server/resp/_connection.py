@@ -124,10 +124,11 @@ class RespRequests:
         if commands is None:
             return None
         session.last_interaction = self._env.unix_time()
-        if session.plain_end(commands, 0) != len(commands):
+        end = len(commands)
+        if session.plain_end(commands, 0) != end:
             self._held = commands  # decoded: next_requests decides them, in order
             return None
-        session.plain_run(commands, 0)
+        session.plain_run(commands, 0, end)
         self.runs = True
         return PlainRun(commands, session.bucket, session.protocol, self.side)
 

@@ -75,7 +75,7 @@ from minidb.server.resp._types import (
     WatchSet,
     parse_integer,
 )
-from minidb.store import plain_arity
+from minidb.store import plain_arity, plain_end
 
 DEFAULT_BUCKET = b"0"
 """What a new connection has selected: Redis's db 0."""
@@ -242,13 +242,16 @@ class RespSession:
         result = _HANDLERS[spec.top](self, argv, env)
         return Reply(result, self.protocol)  # after the handler: HELLO 3 answers in RESP3
 
-    def plain_run(self, commands: list[list[bytes]], start: int) -> int:
+    def plain_run(
+        self, commands: list[list[bytes]], start: int, end: int | None = None
+    ) -> int:
         """Where the run of plain commands that starts at ``commands[start]`` ends: each a
         command of ``store.PLAIN_ARITY`` spelled as clients send it, with its arity, while
         the session is authenticated and outside MULTI, so ``handle`` would forward each as
         it is. They are counted as forwarded; the connection sends them to the owner as one
-        ``PlainRun`` (see ``store._plainrun``)."""
-        end = self.plain_end(commands, start)
+        ``PlainRun`` (see ``store._plainrun``). ``end``: ``plain_end``'s answer, if known."""
+        if end is None:
+            end = self.plain_end(commands, start)
         if end > start:
             self._commands += end - start
             self._forwarded += end - start
@@ -259,15 +262,7 @@ class RespSession:
         """``plain_run`` without counting anything: where the run would end."""
         if self._queue is not None or not self.authenticated or self.closing:
             return start
-        arities = _RUN_ARITY
-        end, size = start, len(commands)
-        while end < size:
-            argv = commands[end]
-            arity = arities.get(argv[0]) if argv else None
-            if arity is None or (len(argv) != arity if arity > 0 else len(argv) < -arity):
-                break
-            end += 1
-        return end
+        return plain_end(commands, start, _RUN_ARITY)
 
     def _reject(self, error: ErrorReply, spec: CommandSpec | None = None) -> Reply:
         self.rejected += 1
