@@ -10,7 +10,8 @@ Format version 3 adds typed values: a key may hold a container (a hash, a set) i
 string. Its snapshot form is ``PutContainer``; a command's effect on some of its elements is
 ``AddElements`` / ``RemoveElements``; a key moved or copied whatever its type is ``Rename`` /
 ``Copy``, bounded by the names rather than the value. A list changes by position, never by
-value: ``ListPush``, ``ListPop``, ``ListSet``, ``ListInsert``, ``ListRemove``.
+value: ``ListPush``, ``ListPop``, ``ListSet``, ``ListInsert``, ``ListRemove``. A sorted set
+(kind 4) uses the container ops: members with their scores added, members removed.
 
 Times are milliseconds since the Unix epoch (wall clock), because they must mean the same
 instant after a restart on another boot. ``docs/wal-format.md`` specifies the byte encoding;
@@ -19,6 +20,8 @@ instant after a restart on another boot. ``docs/wal-format.md`` specifies the by
 
 from __future__ import annotations
 
+import math
+import struct
 from typing import NamedTuple
 
 
@@ -59,8 +62,31 @@ KIND_SET = 2
 KIND_LIST = 3
 """A sequence of elements, head first (``AddElements`` appends at the tail; nothing is removed
 by value: the ``List*`` ops change a list by position)."""
-KINDS = (KIND_HASH, KIND_SET, KIND_LIST)
-"""The container kinds the format defines so far (4 sorted set, 5 stream are reserved)."""
+KIND_ZSET = 4
+"""A sorted set: its elements are members and scores in turn, each score 8 bytes, an IEEE 754
+double little-endian, never NaN (``encode_score``); removed by member."""
+KINDS = (KIND_HASH, KIND_SET, KIND_LIST, KIND_ZSET)
+"""The container kinds the format defines so far (5 stream is reserved)."""
+
+_SCORE = struct.Struct("<d")
+
+
+def encode_score(score: float) -> bytes:
+    """A sorted set's score as its element: 8 bytes, IEEE 754 double, little-endian (exact,
+    ``inf`` and ``-inf`` included); ``ValueError`` for NaN, which no sorted set holds."""
+    if math.isnan(score):
+        raise ValueError("a sorted set's score is never NaN")
+    return _SCORE.pack(score)
+
+
+def decode_score(element: bytes) -> float:
+    """The score ``encode_score`` wrote; ``ValueError`` for anything else."""
+    if len(element) != 8:
+        raise ValueError(f"a score is 8 bytes, not {len(element)}")
+    (score,) = _SCORE.unpack(element)
+    if math.isnan(score):
+        raise ValueError("a score is never NaN")
+    return float(score)
 
 
 class PutContainer(NamedTuple):

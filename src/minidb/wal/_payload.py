@@ -25,6 +25,7 @@ from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
     KIND_SET,
+    KIND_ZSET,
     KINDS,
     AddElements,
     Copy,
@@ -41,6 +42,7 @@ from minidb.wal._ops import (
     Remove,
     RemoveElements,
     Rename,
+    decode_score,
 )
 
 TAG_PUT = 1
@@ -85,8 +87,9 @@ _LIST_AT_OPS: dict[int, type[ListSet | ListInsert | ListRemove]] = {
     TAG_LIST_REMOVE: ListRemove,
 }
 _LIST_AT_TAGS: dict[type, int] = {op: tag for tag, op in _LIST_AT_OPS.items()}
-_STEP = {KIND_HASH: 2, KIND_SET: 1, KIND_LIST: 1}
-"""Elements per unit of each container kind: a hash's field and value go together."""
+_STEP = {KIND_HASH: 2, KIND_SET: 1, KIND_LIST: 1, KIND_ZSET: 2}
+"""Elements per unit of each container kind: a hash's field and value go together, and a
+sorted set's member and score."""
 _pack_keyed = _KEYED.pack
 
 
@@ -309,6 +312,9 @@ def _check_elements(kind: int, elements: tuple[bytes, ...], *, whole: bool) -> N
         raise ValueError("a container operation holds at least one element")
     if whole and len(elements) % _STEP[kind]:
         raise ValueError(f"{len(elements)} elements do not make whole units of kind {kind}")
+    if whole and kind == KIND_ZSET:
+        for score in elements[1::2]:
+            decode_score(score)
 
 
 CONTAINER_CHUNK_BYTES = 64 * 1024
@@ -475,6 +481,8 @@ def _decode_typed(payload: bytes, pos: int, ops: list[Op]) -> int:
         bucket = _take(payload, at, blen, "bucket")
         key = _take(payload, at + blen, klen, "key")
         elements, end = _take_elements(payload, at + blen + klen, count)
+        if kind == KIND_ZSET and tag != TAG_REMOVE_ELEMENTS:
+            _check_scores(elements, pos)
         if tag == TAG_PUT_CONTAINER:
             expiry = None if ms == NO_EXPIRY else ms
             ops.append(PutContainer(bucket, key, kind, elements, expiry))
@@ -533,6 +541,15 @@ def _decode_list_op(payload: bytes, pos: int, ops: list[Op]) -> int:
     element = _take(payload, at + blen + klen, elen, "element")
     ops.append(make(bucket, key, number, element))
     return at + blen + klen + elen
+
+
+def _check_scores(elements: tuple[bytes, ...], pos: int) -> None:
+    """Refuse a sorted set's member/score pairs whose score is not an 8-byte non-NaN double."""
+    for score in elements[1::2]:
+        try:
+            decode_score(score)
+        except ValueError as exc:
+            raise PayloadError(f"bad sorted set score: {exc}", pos) from None
 
 
 def _take_elements(payload: bytes, pos: int, count: int) -> tuple[tuple[bytes, ...], int]:
@@ -598,7 +615,10 @@ def describe(ops: Iterable[Op]) -> str:
         elif type(op) is PutContainer or type(op) is AddElements or type(op) is RemoveElements:
             put, add, remove = _KIND_WORDS[op.kind]
             verb = put if type(op) is PutContainer else add if type(op) is AddElements else remove
-            text = " ".join([verb, escape(op.bucket), escape(op.key), *map(escape, op.elements)])
+            shown = op.elements
+            if op.kind == KIND_ZSET and type(op) is not RemoveElements:
+                shown = _scores_shown(shown)
+            text = " ".join([verb, escape(op.bucket), escape(op.key), *map(escape, shown)])
             ms = op.expire_at_ms if type(op) is PutContainer else None
             words.append(text if ms is None else f"{text} PXAT {ms}")
         elif type(op) is Rename:
@@ -609,6 +629,14 @@ def describe(ops: Iterable[Op]) -> str:
         else:
             words.append(_describe_list_op(op))
     return " ; ".join(words)
+
+
+def _scores_shown(elements: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """A sorted set's member/score pairs as ``ZADD`` takes them: score (``repr``), member."""
+    shown: list[bytes] = []
+    for member, score in zip(elements[::2], elements[1::2], strict=True):
+        shown += (repr(decode_score(score)).encode(), member)
+    return tuple(shown)
 
 
 def _describe_list_op(op: Op) -> str:
@@ -630,5 +658,6 @@ _KIND_WORDS = {
     KIND_HASH: ("PUTHASH", "HSET", "HDEL"),
     KIND_SET: ("PUTSET", "SADD", "SREM"),
     KIND_LIST: ("PUTLIST", "RPUSH", "-"),
+    KIND_ZSET: ("PUTZSET", "ZADD", "ZREM"),
 }
 """How ``describe`` names the container operations of each kind: put, add, remove."""
