@@ -395,3 +395,19 @@ def test_c_plain_end_equals_the_python_scan(commands: list[list[bytes]], start: 
     start = min(start, len(commands))
     c = _plainrun._c.plain_end(commands, start, arities)  # type: ignore[union-attr]
     assert c == plain_end_python(commands, start, arities)
+
+
+@needs_c
+def test_c_plain_end_checks_every_arity_both_ways() -> None:
+    """Each plain command with one argument too few, exactly enough, and one more (which a
+    fixed arity refuses and a minimum allows), in C as in Python."""
+    arities = plain_arity()
+    for name, arity in arities.items():
+        need = abs(arity)
+        for argc in (need - 1, need, need + 1):
+            if argc < 1:
+                continue
+            commands = [[name, *[b"x"] * (argc - 1)]]
+            expected = plain_end_python(commands, 0, arities)
+            assert expected == (argc == need or (arity < 0 and argc > need)), (name, argc)
+            assert _plainrun._c.plain_end(commands, 0, arities) == expected, (name, argc)  # type: ignore[union-attr]
