@@ -12,8 +12,8 @@ string or the container object itself, and deadline; value None if the key did n
 ``PutsUndo`` (the old plain values of a run of puts without expiry, one list entry per put
 instead of a tuple: a ``BULK`` frame's rows) and a ``ContainerUndo`` per change to some
 elements of a container (``FieldsUndo`` of a hash, ``MembersUndo`` of a set, ``ListUndo`` of
-a list): what those elements were, so an undo costs what the change touched, never a copy of
-the container.
+a list, ``ScoresUndo`` of a sorted set): what those elements were, so an undo costs what the
+change touched, never a copy of the container.
 ``Keyspace.rollback`` applies them newest first, which is how the owner takes a group back
 when the log fails.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from minidb.store._values import list_revert
+from minidb.store._values import list_revert, zset_revert
 from minidb.wal._ops import Op
 
 if TYPE_CHECKING:
@@ -125,6 +125,23 @@ class ListUndo(ContainerUndo):
     def revert(self, container: Any) -> None:
         list_revert(container, self.undo)
         container.encoding, container.lpbytes = self.encoding, self.lpbytes
+
+
+class ScoresUndo(ContainerUndo):
+    """Members of a sorted set whose scores were set or that were removed: each member with
+    its score before, None if absent (``_values.zset_add`` / ``zset_remove``)."""
+
+    __slots__ = ("olds",)
+
+    def __init__(
+        self, bucket: bytes, key: bytes, encoding: str, olds: list[tuple[bytes, float | None]]
+    ) -> None:
+        super().__init__(bucket, key, encoding)
+        self.olds = olds
+
+    def revert(self, container: Any) -> None:
+        zset_revert(container, self.olds)
+        container.encoding = self.encoding
 
 
 UndoEntry = KeyUndo | FlushUndo | PutsUndo | ContainerUndo

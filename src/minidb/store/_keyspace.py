@@ -105,6 +105,7 @@ from minidb.store._values import (
     ListValue,
     SetValue,
     Value,
+    ZSetValue,
     list_apply,
     new_list,
 )
@@ -153,9 +154,9 @@ class _Expiring:
         self._wheel_where = UNFILED
 
 
-Stored = bytes | _Expiring | HashValue | SetValue | ListValue
+Stored = bytes | _Expiring | HashValue | SetValue | ListValue | ZSetValue
 """A bucket's entry: the value itself, or for a key with a deadline its ``_Expiring`` record."""
-C = TypeVar("C", HashValue, SetValue, ListValue)
+C = TypeVar("C", HashValue, SetValue, ListValue, ZSetValue)
 
 
 class SnapshotParts(NamedTuple):
@@ -361,8 +362,9 @@ class Keyspace:
                 elif type(value) is HashValue:
                     flat = tuple(x for pair in sorted(value.items()) for x in pair)
                     yield PutContainer(name, key, KIND_OF[HashValue].code, flat, deadline)
-                elif type(value) is ListValue:
-                    yield PutContainer(name, key, KIND_OF[ListValue].code, tuple(value), deadline)
+                elif type(value) is ListValue or type(value) is ZSetValue:
+                    kind = KIND_OF[type(value)]  # a sorted set in rank order
+                    yield PutContainer(name, key, kind.code, tuple(kind.elements(value)), deadline)
                 else:
                     members = tuple(sorted(cast(SetValue, value)))
                     yield PutContainer(name, key, KIND_OF[SetValue].code, members, deadline)

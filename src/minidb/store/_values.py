@@ -1,5 +1,5 @@
-"""The values a key holds: a string (``bytes``) or a container (a hash, a set, a list), and
-what Redis says of each (``TYPE``, ``OBJECT ENCODING``).
+"""The values a key holds: a string (``bytes``) or a container (a hash, a set, a list, a
+sorted set), and what Redis says of each (``TYPE``, ``OBJECT ENCODING``).
 
 A container is a plain ``dict`` (hash: field -> value), ``set`` (members) or ``deque`` (list:
 elements, head first) subclass with three slots (a list has a fourth, below), so every dict,
@@ -31,8 +31,15 @@ replay share, so both convert alike, and every push passes there.
 
 Each kind of container is one ``Kind``: its code in the log (``minidb.wal.KIND_*``), its
 ``TYPE`` name, and how the log's element operations build, add to and remove from it, which
-is what replay (``Keyspace.apply_ops``) and the commands share. Sorted sets and streams are to
-plug in as more kinds.
+is what replay (``Keyspace.apply_ops``) and the commands share. Streams are to plug in as
+another kind.
+
+A sorted set is a ``dict`` of member -> score (a ``float``, never NaN) with a fourth slot,
+``order``: a ``sortedcontainers.SortedList`` of (score, member), Redis's order, for O(log n)
+rank and range. It follows Redis 7.2's ``t_zset.c``: a ``listpack`` while it has at most
+``zset-max-listpack-entries`` (128) members of at most ``zset-max-listpack-value`` (64) bytes,
+a ``skiplist`` past either, one way only (a ``*STORE`` result and a snapshot's load get the
+encoding their contents call for).
 """
 
 from __future__ import annotations
@@ -42,18 +49,23 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sortedcontainers import SortedList
+
 from minidb.store._numbers import parse_int
 from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
     KIND_SET,
+    KIND_ZSET,
     ListInsert,
     ListOp,
     ListPop,
     ListPush,
     ListRemove,
     ListSet,
+    decode_score,
+    encode_score,
 )
 
 # Redis 7.2's defaults (redis.conf); minidb's are fixed.
@@ -69,10 +81,15 @@ SET_MAX_LISTPACK_VALUE = 64
 """Longest member, in bytes, a listpack set holds (``set-max-listpack-value``)."""
 LIST_MAX_LISTPACK_BYTES = 8192
 """The listpack a list keeps before it converts to a quicklist (``list-max-listpack-size`` -2)."""
+ZSET_MAX_LISTPACK_ENTRIES = 128
+"""Members a sorted set holds as a listpack (``zset-max-listpack-entries``)."""
+ZSET_MAX_LISTPACK_VALUE = 64
+"""Longest member, in bytes, a listpack sorted set holds (``zset-max-listpack-value``)."""
 EMBSTR_MAX_BYTES = 44
 """Longest string Redis stores ``embstr`` (``OBJ_ENCODING_EMBSTR_SIZE_LIMIT``)."""
 
 LISTPACK, HASHTABLE, INTSET, QUICKLIST = "listpack", "hashtable", "intset", "quicklist"
+SKIPLIST = "skiplist"
 
 
 class HashValue(dict[bytes, bytes]):
@@ -103,8 +120,19 @@ class ListValue(deque[bytes]):
     scan: ScanIndex | None
 
 
-Container = HashValue | SetValue | ListValue
-Value = bytes | HashValue | SetValue | ListValue
+class ZSetValue(dict[bytes, float]):
+    """A sorted set: member -> score, plus ``order``, every (score, member) sorted as Redis
+    orders them (by score, ties by member bytes): O(log n) rank and range."""
+
+    __slots__ = ("encoding", "epoch", "order", "scan")
+    encoding: str
+    epoch: int
+    order: SortedList
+    scan: ScanIndex | None
+
+
+Container = HashValue | SetValue | ListValue | ZSetValue
+Value = bytes | HashValue | SetValue | ListValue | ZSetValue
 """What a key holds (an expiring key holds it in its ``_Expiring`` record)."""
 
 
@@ -451,6 +479,114 @@ def _list_copy(lst: Any, epoch: int) -> ListValue:
     return copy
 
 
+# -- sorted sets -----------------------------------------------------------------------------
+
+
+def new_zset(size_hint: int, longest: int, epoch: int) -> ZSetValue:
+    """An empty sorted set as Redis's ``zsetTypeCreate`` makes it for ``size_hint`` members of
+    at most ``longest`` bytes: a listpack if they would fit one, else a skiplist."""
+    z = ZSetValue()
+    small = size_hint <= ZSET_MAX_LISTPACK_ENTRIES and longest <= ZSET_MAX_LISTPACK_VALUE
+    z.encoding = LISTPACK if small else SKIPLIST
+    z.epoch, z.order, z.scan = epoch, SortedList(), None
+    return z
+
+
+def zset_put(z: ZSetValue, member: bytes, score: float | None) -> float | None:
+    """Set ``member``'s score (None: remove it), keeping ``order``; its score before (None:
+    absent). Encodings are the caller's (``zset_add``)."""
+    old = z.get(member)
+    if old is not None:
+        if score is not None and old == score:
+            return old  # zsetAdd: an equal score (0 and -0 too) changes nothing
+        z.order.remove((old, member))
+    if score is None:
+        if old is not None:
+            del z[member]
+            z.scan = None
+    else:
+        z[member] = score
+        z.order.add((score, member))
+        if old is None:
+            z.scan = None
+    return old
+
+
+def zset_add(
+    z: ZSetValue, pairs: Sequence[tuple[bytes, float]]
+) -> list[tuple[bytes, float | None]]:
+    """Set each member's score, in order; (member, score before or None) of each, for the
+    undo. Converts as Redis's ``zsetTypeMaybeConvert`` and ``zsetAdd`` do."""
+    if z.encoding is LISTPACK and len(pairs) > ZSET_MAX_LISTPACK_ENTRIES:
+        z.encoding = SKIPLIST
+    olds = []
+    for member, score in pairs:
+        olds.append((member, zset_put(z, member, score)))
+        if z.encoding is LISTPACK and (
+            len(z) > ZSET_MAX_LISTPACK_ENTRIES or len(member) > ZSET_MAX_LISTPACK_VALUE
+        ):
+            z.encoding = SKIPLIST
+    return olds
+
+
+def zset_remove(z: ZSetValue, members: Iterable[bytes]) -> list[tuple[bytes, float | None]]:
+    """Remove the members present; (member, score) of each removed, in order."""
+    olds: list[tuple[bytes, float | None]] = []
+    for member in members:
+        if member in z:
+            olds.append((member, zset_put(z, member, None)))
+    return olds
+
+
+def zset_revert(z: ZSetValue, olds: list[tuple[bytes, float | None]]) -> None:
+    """Take back a ``zset_add`` or ``zset_remove`` that returned ``olds`` (the caller restores
+    the encoding)."""
+    for member, old in reversed(olds):
+        zset_put(z, member, old)
+    z.scan = None
+
+
+def zset_elements(z: ZSetValue) -> Iterator[bytes]:
+    """The log's elements, member then score, in rank order."""
+    for score, member in z.order:
+        yield member
+        yield encode_score(score)
+
+
+def _pairs(elements: Sequence[bytes]) -> list[tuple[bytes, float]]:
+    return [
+        (elements[at], decode_score(elements[at + 1])) for at in range(0, len(elements), 2)
+    ]
+
+
+def zset_from(pairs: Iterable[tuple[bytes, float]], epoch: int) -> ZSetValue:
+    """A sorted set of ``pairs`` with the encoding its contents call for (Redis's RDB load, and
+    ``zsetConvertToListpackIfNeeded`` of a ``*STORE`` result)."""
+    z = new_zset(0, 0, epoch)
+    for member, score in pairs:
+        zset_put(z, member, score)
+    if len(z) > ZSET_MAX_LISTPACK_ENTRIES or any(
+        len(m) > ZSET_MAX_LISTPACK_VALUE for m in z
+    ):
+        z.encoding = SKIPLIST
+    return z
+
+
+def _zset_new(elements: Sequence[bytes], epoch: int) -> ZSetValue:
+    return new_zset(len(elements) // 2, max(map(len, elements[::2]), default=0), epoch)
+
+
+def _zset_add(z: Any, elements: Sequence[bytes]) -> None:
+    zset_add(z, _pairs(elements))
+
+
+def _zset_copy(z: Any, epoch: int) -> ZSetValue:
+    copy = ZSetValue(z)
+    copy.encoding, copy.epoch, copy.scan = z.encoding, epoch, None
+    copy.order = SortedList(z.order)
+    return copy
+
+
 # -- the kinds -------------------------------------------------------------------------------
 
 
@@ -490,9 +626,16 @@ LIST = Kind(
     ListValue, KIND_LIST, "list", iter, lambda elements, epoch: new_list(epoch),
     list_from, _list_add, _list_remove, _list_copy,
 )  # fmt: skip
-KIND_OF: dict[type, Kind] = {HashValue: HASH, SetValue: SET, ListValue: LIST}
+ZSET = Kind(
+    ZSetValue, KIND_ZSET, "zset", zset_elements, _zset_new,
+    lambda elements, epoch: zset_from(_pairs(elements), epoch), _zset_add, zset_remove,
+    _zset_copy,
+)  # fmt: skip
+KIND_OF: dict[type, Kind] = {HashValue: HASH, SetValue: SET, ListValue: LIST, ZSetValue: ZSET}
 """Container class -> its kind."""
-KIND_BY_CODE: dict[int, Kind] = {HASH.code: HASH, SET.code: SET, LIST.code: LIST}
+KIND_BY_CODE: dict[int, Kind] = {
+    HASH.code: HASH, SET.code: SET, LIST.code: LIST, ZSET.code: ZSET
+}  # fmt: skip
 """The log's kind -> its kind."""
 TYPE_NAMES = ("string", "list", "set", "zset", "hash", "stream")
 """Every type Redis names (``SCAN ... TYPE`` accepts them all, even those minidb lacks)."""
