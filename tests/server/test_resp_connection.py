@@ -3,7 +3,6 @@ cleanup, against ``minidb serve --resp-port 0``."""
 
 from __future__ import annotations
 
-import pathlib
 import re
 import socket
 import time
@@ -196,27 +195,3 @@ def test_plain_reads_are_served_inline_and_writes_through_the_owner(resp: Server
         inline = _metric(resp, "minidb_inline_requests_total") - before
     # The client waits for each reply, so the owner is back waiting for work at each read.
     assert inline == 9, inline
-
-
-@pytest.mark.parametrize("policy", ["everysec", "no"])
-def test_inline_writes_are_logged_before_their_reply_and_survive_kill_9(
-    serve: ServeFactory, tmp_path: pathlib.Path, policy: str
-) -> None:
-    """Where the policy lets a reply go before a sync, plain writes are run inline too; each
-    reply leaves only after its record is written (``write_pending``), so every acknowledged
-    write is there after kill -9 and a restart."""
-    data = tmp_path / "inline"
-    server = serve("--resp-port", "0", "--metrics-port", "0", "--fsync", policy, data_dir=data)
-    with connect(server) as sock:
-        before = _metric(server, "minidb_inline_requests_total")
-        for i in range(20):
-            sock.sendall(commands(("SET", f"k{i}", f"v{i}"), ("INCR", "n"), ("DEL", f"k{i - 1}")))
-            assert read_replies(sock, 3) == [SIMPLE_OK, i + 1, 1 if i else 0]
-        inline = _metric(server, "minidb_inline_requests_total") - before
-    # All but the first read's three: its SET makes the bucket, which only Python does.
-    assert inline == 57, inline
-    server.kill()
-    restarted = serve("--resp-port", "0", data_dir=data)
-    with connect(restarted) as sock:
-        sock.sendall(commands(("MGET", "k18", "k19", "n"), ("EXISTS", "k0", "k17")))
-        assert read_replies(sock, 2) == [[None, b"v19", b"20"], 0]

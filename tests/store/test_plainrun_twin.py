@@ -357,34 +357,6 @@ def test_run_of_writes_is_answered_only_after_its_group_is_synced() -> None:
 
 
 @needs_c
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.integers(0, 10**6),
-    st.booleans(),
-    st.lists(_command(), max_size=10),
-    st.sampled_from([2, 3]),
-)
-def test_inline_run_with_writes_equals_the_python_run_of_its_prefix(
-    seed: int, watch: bool, argvs: list[list[bytes]], protocol: int
-) -> None:
-    """Without a fallback but with writes (``everysec``/``no``) the C run stops at the first
-    command that needs Python; the prefix it ran left exactly what the Python engine leaves:
-    replies, keyspace, log bytes, undo."""
-    ks, _ = _keyspace(seed, watch)
-    before = _state(ks)
-    journal = OpJournal()
-    stop, replies, _ = _plainrun._c.run(  # type: ignore[union-attr]
-        ks, journal, argvs, 0, b"0", protocol, NOW_MS, 1 << 40, 1 << 40, {}, None, True
-    )
-    journal.close_group()
-    state, log = _state(ks), encode_groups(journal.records)
-    ks.rollback(journal)
-    assert _state(ks)[:3] == before[:3]
-    python = _run(False, seed, watch, [[b"PING"], *argvs[:stop]], protocol, 1 << 40, 1 << 40)
-    assert (replies, state[:3], log) == (python[1], python[3][:3], python[4])  # type: ignore[index]
-
-
-@needs_c
 @given(
     st.lists(st.one_of(_command(), _CONNECTION_EXTRAS, st.just([])), max_size=12),
     st.integers(0, 13),

@@ -71,10 +71,9 @@ C run (``store._plainrun``), and write their replies at once, instead of a batch
 wakeup, a group and a flush. Nothing is overtaken (nothing waits), no group is half done
 (nothing shown is unlogged) and nothing changes (a key past its deadline stops the inline
 run: its removal is a write, the owner's), so the promises above hold; writes always come
-here under ``always``; under ``everysec`` and ``no`` the connection may run plain writes too
-and write their records to the log (``log_inline``, the same ``write_pending`` a group
-does) before their replies leave, unless the log wants a checkpoint (a group begins it).
-Measured with ``bench/instructions.py`` (see docs/architecture.md).
+here, whatever the fsync policy: run inline, each read's writes would pay a log write of
+their own where a group shares one (measured: more instructions per SET and less
+throughput at ``-P 16`` under ``no``; see docs/architecture.md).
 
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
@@ -271,7 +270,6 @@ class StoreOwner:
         self._expiry_pending = False
         self._expiry_groups = self._expired = 0
         self._waiting = False  # awaiting the mailbox: no group is half done
-        self._inline_writes = fsync != "always" and not sync_in_thread and not commit_delay
         self._inline = 0
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
@@ -745,43 +743,6 @@ class StoreOwner:
         "Inline reads"): the owner waits for work, none is queued, so no group is half
         done (the journal is empty) and nobody is overtaken."""
         return self._waiting and not self.mailbox
-
-    @property
-    def inline_writes(self) -> bool:
-        """Whether an inline run may write too: the policy does not hold replies for a sync
-        (``everysec``, ``no``, the loop's own write), the store takes writes, and the log
-        does not want a checkpoint (which only a group of the owner begins)."""
-        return (
-            self._inline_writes
-            and self._read_only is None
-            and not self._replica
-            and not self.log.wants_checkpoint()
-        )
-
-    @property
-    def journal(self) -> OpJournal:
-        """The owner's journal (an inline run with writes notes its changes in it)."""
-        return self._journal
-
-    def log_inline(self) -> bool:
-        """Write what an inline run journaled to the log (``write_pending``: as the owner does
-        for a group under ``everysec``/``no``) before its replies leave. False if the log
-        failed: the run's changes are rolled back and the store turns read-only, as after a
-        failed group; the caller hands the run to the owner, which refuses its writes."""
-        journal = self._journal
-        journal.close_group()
-        if not journal.records:
-            return True
-        try:
-            self.log.append_all(encode_groups(journal.records))
-            self.log.write_pending()
-        except (OSError, WalError, ValueError) as exc:
-            self.state.rollback(journal)
-            self._read_only = _reason(exc)
-            return False
-        self._appends += len(journal.records)
-        journal.clear()
-        return True
 
     def count_inline(self, requests: int) -> None:
         """Count ``requests`` a connection served inline (they are the owner's answers)."""

@@ -21,9 +21,8 @@
  *
  * ``calls`` counts each command run here under its name as sent (the fallback counts its own).
  *
- * With ``fallback`` None the run is a connection's inline run (the owner idle): it runs only
- * as far as the commands are plain, and stops at the first that is not; only reads, unless
- * ``writes`` (an optional twelfth argument, default false) says writes may run too.
+ * With ``fallback`` None the run is a connection's inline read (the owner idle): it runs
+ * only reads, only as far as they are plain, and stops at the first command that is not.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -729,8 +728,8 @@ count_call(PyObject *calls, PyObject *name)
 static PyObject *
 run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 11 && nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "run() takes 11 or 12 arguments");
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "run() takes 11 arguments");
         return NULL;
     }
     Run r = {0};
@@ -744,11 +743,7 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long room = PyLong_AsLongLong(args[7]);
     r.max_reply = PyLong_AsSsize_t(args[8]);
     PyObject *calls = args[9], *fallback = args[10];
-    int no_fallback = fallback == Py_None;
-    int writes = nargs == 12 ? PyObject_IsTrue(args[11]) : 0;
-    if (writes < 0)
-        return NULL;
-    r.reads_only = no_fallback && !writes;
+    r.reads_only = fallback == Py_None;
     if (PyErr_Occurred())
         return NULL;
     if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(calls)) {
@@ -781,7 +776,7 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (count_call(calls, PyList_GET_ITEM(argv, 0)) < 0)
                 goto error;
         }
-        else if (no_fallback) {
+        else if (r.reads_only) {
             break; /* the caller sends the rest to the owner */
         }
         else {
@@ -883,7 +878,7 @@ bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
      "run(ks, journal, argvs, start, bucket, protocol, now_ms, room, max_reply, calls, "
-     "fallback[, writes]) -> (next, replies, room)"},
+     "fallback) -> (next, replies, room)"},
     {"plain_end", (PyCFunction)(void (*)(void))plain_end, METH_FASTCALL,
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,

@@ -24,14 +24,12 @@ once per command. What makes a command *plain* is decided on both sides:
 hold the two to each other: the same replies byte for byte, the same keyspace, the same journal
 (and so the same log bytes) and the same counts, for random runs over random keyspaces.
 
-Inline runs. With ``fallback`` None, a run is served in a connection's own callback while
-the owner is idle (waiting for work with an empty mailbox, so no group is half done and the
-journal is empty): the C twin runs the commands as far as they are plain and stops at the
-first that is not, which goes to the owner with the rest. Reads only (GET, MGET, EXISTS, TTL,
-PTTL, PING) unless ``writes``: the owner allows those when its fsync policy does not make a
-reply wait for a sync (``everysec``, ``no``), and writes what they journaled to the log before
-the replies leave (``StoreOwner.log_inline``). A key past its deadline is not plain (its lazy
-expiry is the owner's). The Python twin runs nothing inline.
+Inline reads. With ``fallback`` None, a run is a connection's read served in its own
+callback while the owner is idle (waiting for work with an empty mailbox, so no group is
+half done and the journal is empty): the C twin runs only reads (GET, MGET, EXISTS, TTL, PTTL,
+PING) as far as they are plain, and stops at the first command that is not, which goes to the
+owner with the rest. It changes nothing (a key past its deadline is not plain: its lazy
+expiry is a write, the owner's), so it needs no log. The Python twin runs nothing inline.
 
 Output room. A run stops after the command whose reply took ``room`` below zero, as the owner
 does between requests; the commands from ``next`` on are not run, and the caller hands them
@@ -94,13 +92,11 @@ def run_plain_python(
     max_reply: int,
     calls: dict[bytes, int],
     fallback: Fallback | None,
-    writes: bool = False,
 ) -> tuple[int, bytes, int]:
     """Run ``argvs[start:]`` in order while ``room`` is not negative; (the index of the first
     command not run, every reply joined, the room left). The reference: every command goes
-    to ``fallback``, which counts it in ``calls`` itself. Without one (an inline run, see
-    the module docstring) nothing runs here: only the C twin runs plain commands itself
-    (reads only, unless ``writes``)."""
+    to ``fallback``, which counts it in ``calls`` itself. Without one (an inline read, see
+    the module docstring) nothing runs here: only the C twin runs plain reads itself."""
     if fallback is None:
         return start, b"", room
     replies = []

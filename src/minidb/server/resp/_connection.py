@@ -276,7 +276,8 @@ class RespConnection(Connection):
     def data_received(self, data: bytes) -> None:
         # The express lane (issue 18): with nothing of this connection in flight and the
         # owner idle, a read of plain commands is decoded in one C scan and its reads served
-        # here in one C call; anything left goes the general way, in order.
+        # here in one C call; anything left (a write first of all) goes the general way, in
+        # order.
         if self._pending or self._deferred or self._backlog or self._draining or not (
             self._owner.idle
         ):
@@ -310,21 +311,16 @@ class RespConnection(Connection):
         super()._send_to_owner(requests, weight)
 
     def _serve_inline(self, run: PlainRun) -> int:
-        """Serve the plain commands at the head of ``run`` here and now, while the owner is
-        idle and nothing of this connection waits (see "Inline reads" in ``store._actor``:
-        reads, and writes where the fsync policy lets replies go before a sync); how many.
-        What they leave of ``run`` goes to the owner as usual."""
+        """Serve the plain reads at the head of ``run`` here and now, while the owner is idle
+        and nothing of this connection waits (see "Inline reads" in ``store._actor``); how
+        many. What they leave of ``run`` goes to the owner as usual."""
         room = self.output_room()
         if room < 0:
             return 0
         owner = self._owner
         start = run.start
-        journal = owner.journal if owner.inline_writes else None
-        replies = self._executor.run_inline(owner.state, run, owner.clock(), room, journal)
+        replies = self._executor.run_inline(owner.state, run, owner.clock(), room)
         served = run.start - start
-        if journal is not None and served and not owner.log_inline():
-            run.start = start  # rolled back: the owner answers the whole run, writes refused
-            return 0
         if served:
             self._push_idle(self._loop.time())
             self.requests += served

@@ -268,21 +268,13 @@ class RespExecutor:
         )
         return replies
 
-    def run_inline(
-        self,
-        state: HasKeyspace,
-        run: PlainRun,
-        now_ms: int,
-        room: int,
-        journal: OpJournal | None = None,
-    ) -> bytes:
-        """The replies of the plain commands at the head of ``run``, served in a connection's
+    def run_inline(self, state: HasKeyspace, run: PlainRun, now_ms: int, room: int) -> bytes:
+        """The replies of the plain reads at the head of ``run``, served in a connection's
         callback while the owner is idle (see ``store._plainrun``); ``run.start`` moves past
-        them. Reads only without ``journal``; with it, writes too, noted there."""
+        them. Nothing is changed or journaled."""
         run.start, replies, _ = run_plain(
-            state.keyspace, self._scratch if journal is None else journal, run.argvs,
-            run.start, run.bucket, run.protocol, now_ms, room, self.max_reply_bytes,
-            self._raw_calls, None, journal is not None,
+            state.keyspace, self._scratch, run.argvs, run.start, run.bucket, run.protocol,
+            now_ms, room, self.max_reply_bytes, self._raw_calls, None,
         )
         return replies
 
