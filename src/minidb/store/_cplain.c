@@ -162,19 +162,35 @@ contains_attr(PyObject *obj, PyObject *name, PyObject *key)
     return found;
 }
 
-/* Read what the run needs of the keyspace and the journal (again after Python ran). */
+/* Read what the run needs of the keyspace to read (again after Python ran); what a write
+ * needs besides is read by ``run_load_writes`` at the first write. */
 static int
 run_load(Run *r)
 {
     run_release(r);
     r->buckets = PyObject_GetAttr(r->ks, s_buckets);
+    if (r->buckets == NULL)
+        return -1;
+    if (!PyDict_CheckExact(r->buckets)) {
+        PyErr_SetString(PyExc_TypeError, "keyspace of an unexpected shape");
+        return -1;
+    }
+    return 0;
+}
+
+/* The journal's lists and the keyspace's write conditions, once per run (and again after
+ * Python ran): a run of reads never reads them. */
+static int
+run_load_writes(Run *r)
+{
+    if (r->records != NULL)
+        return 0;
     r->records = PyObject_GetAttr(r->journal, s_records);
     r->undo = PyObject_GetAttr(r->journal, s_undo);
-    if (r->buckets == NULL || r->records == NULL || r->undo == NULL)
+    if (r->records == NULL || r->undo == NULL)
         return -1;
-    if (!PyDict_CheckExact(r->buckets) || !PyList_CheckExact(r->records) ||
-        !PyList_CheckExact(r->undo)) {
-        PyErr_SetString(PyExc_TypeError, "keyspace or journal of an unexpected shape");
+    if (!PyList_CheckExact(r->records) || !PyList_CheckExact(r->undo)) {
+        PyErr_SetString(PyExc_TypeError, "journal of an unexpected shape");
         return -1;
     }
     r->watched = truthy_attr(r->ks, s_watched);
@@ -528,6 +544,8 @@ cmd_set(Run *r, PyObject *argv, Out *o)
 {
     if (r->reads_only)
         return FALLBACK;
+    if (run_load_writes(r) < 0)
+        return FAILED;
     Py_ssize_t n = PyList_GET_SIZE(argv);
     if (n % 2 == 0 || r->watched)
         return FALLBACK;
@@ -553,6 +571,8 @@ cmd_del(Run *r, PyObject *argv, Out *o)
 {
     if (r->reads_only)
         return FALLBACK;
+    if (run_load_writes(r) < 0)
+        return FAILED;
     if (r->watched || r->indexed)
         return FALLBACK;
     Py_ssize_t n = PyList_GET_SIZE(argv);
@@ -604,6 +624,8 @@ cmd_incr(Run *r, PyObject *argv, Out *o, long long delta, int sign)
 {
     if (r->reads_only)
         return FALLBACK;
+    if (run_load_writes(r) < 0)
+        return FAILED;
     if (r->watched)
         return FALLBACK;
     if (PyList_GET_SIZE(argv) == 3) {

@@ -332,6 +332,8 @@ class RespConnection(Connection):
     def _weigh(self, requests: list[Any]) -> int:
         if not self.requests_decoder.runs:
             return len(requests)
+        if len(requests) == 1:
+            return self._weight_of(requests[0])
         return sum(map(self._weight_of, requests))
 
     def _weight_of(self, request: Any) -> int:
