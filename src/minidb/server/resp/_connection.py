@@ -64,6 +64,11 @@ BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
 UNAVAILABLE_REPLY = b"-ERR store unavailable\r\n"
 
 _OWNER_ACTIONS = (Forward, ForwardWatch, ForwardTransaction)
+_INLINE_READS = frozenset(
+    spelling for name in (b"get", b"mget", b"exists", b"ttl", b"pttl", b"ping")
+    for spelling in (name, name.upper())
+)
+"""The plain reads an inline run serves (``store._cplain``), as clients spell them."""
 
 
 class RespContext:
@@ -314,6 +319,8 @@ class RespConnection(Connection):
         """Serve the plain reads at the head of ``run`` here and now, while the owner is idle
         and nothing of this connection waits (see "Inline reads" in ``store._actor``); how
         many. What they leave of ``run`` goes to the owner as usual."""
+        if run.argvs[run.start][0] not in _INLINE_READS:
+            return 0  # a write first (SET at -P 1): not even a C call
         room = self.output_room()
         if room < 0:
             return 0
