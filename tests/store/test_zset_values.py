@@ -18,7 +18,7 @@ from minidb.store._state import StoreState
 from minidb.store._values import LISTPACK, SKIPLIST, ZSetValue, zset_from
 from minidb.store._zsets import remove_members, set_scores
 from minidb.wal import KIND_ZSET, AddElements, PutContainer, decode_ops, encode_groups
-from minidb.wal._ops import RemoveElements, encode_score
+from minidb.wal._ops import Remove, RemoveElements, encode_score
 from tests.store.test_hashes import NOW, Client
 
 B = b"0"
@@ -64,7 +64,10 @@ def test_zset_values_scores_order_and_type() -> None:
     assert j.records[1] == [AddElements(B, b"z", KIND_ZSET, (b"c", encode_score(math.inf)))]
     _remove(ks, b"z", [b"a", b"b", b"c", b"d"], j)
     assert ks.peek(B, b"z") is None and c("EXISTS", "z") == 0
-    assert j.records[-1] == [RemoveElements(B, b"z", KIND_ZSET, (b"a", b"b", b"c", b"d"))]
+    assert j.records[-1] == [Remove(B, b"z")]  # every member: one Remove
+    _set(ks, b"z", [(b"a", 1.0), (b"b", 2.0)], j)
+    _remove(ks, b"z", [b"a"], j)
+    assert j.records[-1] == [RemoveElements(B, b"z", KIND_ZSET, (b"a",))]
 
 
 def test_zset_values_encodings() -> None:
@@ -185,4 +188,3 @@ def test_zset_values_copy_on_write_and_a_chunked_snapshot() -> None:
         PutContainer(B, b"big", KIND_ZSET, flat, NOW + 9000),  # rank order: scores ascend
         PutContainer(B, b"z", KIND_ZSET, (b"a", encode_score(1.0), b"b", encode_score(2.0))),
     ]
-

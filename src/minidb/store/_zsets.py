@@ -9,18 +9,21 @@ it), a ``PutContainer`` of a ``*STORE`` result.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Sequence
 
-from minidb.store._args import Session
+from minidb.protocol._results import NULL_ARRAY
+from minidb.store._args import Command, Session, check_write, command, int_arg
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
-from minidb.store._values import ZSetValue, new_zset, zset_add, zset_remove
+from minidb.store._lists import _range as list_range
+from minidb.store._results import NOT_A_FLOAT, SYNTAX_ERROR, CommandError, Result
+from minidb.store._values import ZSetValue, new_zset, zset_add, zset_from, zset_remove
 from minidb.wal._ops import KIND_ZSET, AddElements, RemoveElements, encode_score
 
 
-def get_zset(
-    ks: Keyspace, s: Session, key: bytes, j: OpJournal, now_ms: int
-) -> ZSetValue | None:
+def get_zset(ks: Keyspace, s: Session, key: bytes, j: OpJournal, now_ms: int) -> ZSetValue | None:
     """The sorted set at ``key``, None if missing; ``WrongTypeError`` for another type."""
     return ks.container(s.bucket, key, ZSetValue, now_ms, j)
 
@@ -57,7 +60,13 @@ def remove_members(
     j: OpJournal,
 ) -> list[tuple[bytes, float | None]]:
     """Remove ``members`` (each present) from the sorted set ``found`` at ``key``; journaled,
-    and the key deleted if that emptied it. (member, score) of each removed."""
+    and the key deleted if that emptied it (one ``Remove`` when they are all its members, so
+    the record stays small). (member, score) of each removed."""
+    members = list(dict.fromkeys(members))
+    if len(members) == len(found) and all(m in found for m in members):
+        olds: list[tuple[bytes, float | None]] = [(m, found[m]) for m in members]
+        ks.remove(bucket, key, j)
+        return olds
     target = ks.for_change(bucket, key, found, lambda e: new_zset(0, 0, e), j)
     encoding = target.encoding
     olds = zset_remove(target, members)
@@ -68,3 +77,563 @@ def remove_members(
     if not target:
         ks.drop_empty(bucket, key, j)
     return olds
+
+
+# -- arguments -----------------------------------------------------------------------------
+
+_DIGITS = re.compile(r"[1-9]")
+_C_SPACE = " \t\n\v\f\r"
+"""C's ``isspace`` in the C locale."""
+
+
+def _strtod(text: bytes, *, space: bool) -> float | None:
+    """C's ``strtod`` of the whole of ``text`` as Redis uses it, None where Redis refuses:
+    no NaN, no overflow to infinity (``ERANGE``) and, unless ``space``, no leading space
+    (``getDoubleFromObject``; ``zslParseRange`` lets strtod skip it). Hex floats are C's."""
+    try:
+        word = text.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    body = word.lstrip(_C_SPACE) if space else word
+    if not body or "_" in body or body != body.strip() or body[0].isspace():
+        return None
+    try:
+        value = float(body)
+    except ValueError:
+        unsigned = body.lstrip("+-")
+        if not unsigned.lower().startswith("0x") or body[:1] not in "+-0":
+            return None
+        try:
+            value = float.fromhex(body)
+        except (ValueError, OverflowError):
+            return None
+    if math.isnan(value):
+        return None
+    if math.isinf(value) and "inf" not in body.lower():
+        return None  # 1e999: ERANGE
+    if value == 0 and "x" not in body.lower() and _DIGITS.search(body.lower().split("e")[0]):
+        return None  # 1e-999: ERANGE to zero
+    return value
+
+
+def score_arg(text: bytes) -> float:
+    """A score argument (``getDoubleFromObjectOrReply``)."""
+    value = _strtod(text, space=False)
+    if value is None:
+        raise CommandError(NOT_A_FLOAT)
+    return value
+
+
+def format_score(score: float) -> bytes:
+    """A score as Redis 7.0 writes it in a bulk string: ``%.17g``, ``inf``, ``-inf``."""
+    return b"%.17g" % score
+
+
+def _reply_score(s: Session, score: float) -> Result:
+    """A score reply: a double in RESP3, a bulk string of ``%.17g`` in RESP2."""
+    return score if s.protocol == 3 else format_score(score)
+
+
+class _Top:
+    """Greater than any member, for bisecting past every (score, member) of one score."""
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __gt__(self, other: object) -> bool:
+        return True
+
+
+_TOP = _Top()
+_RANGE_ERROR = "ERR min or max is not a float"
+_LEX_ERROR = "ERR min or max not valid string range item"
+
+
+def _score_bound(text: bytes) -> tuple[float, bool]:
+    """One end of a score range (``zslParseRange``): the score and whether it is exclusive."""
+    exclusive = text[:1] == b"("
+    value = _strtod(text[1:] if exclusive else text, space=True)
+    if value is None:
+        raise CommandError(_RANGE_ERROR)
+    return value, exclusive
+
+
+def _score_span(z: ZSetValue, low: tuple[float, bool], high: tuple[float, bool]) -> tuple[int, int]:
+    """Ranks [start, stop) of the members whose scores are in the range, O(log n)."""
+    order = z.order
+    (lo, lo_ex), (hi, hi_ex) = low, high
+    start = order.bisect_right((lo, _TOP)) if lo_ex else order.bisect_left((lo,))
+    stop = order.bisect_left((hi,)) if hi_ex else order.bisect_right((hi, _TOP))
+    return start, max(start, stop)
+
+
+_Lex = tuple[int, bytes, bool]
+"""One end of a lex range: (-1 ``-``, 0 a member, 1 ``+``), the member, exclusive."""
+
+
+def _lex_bound(text: bytes) -> _Lex:
+    """``zslParseLexRangeItem``."""
+    first = text[:1]
+    if text == b"+":
+        return 1, b"", False
+    if text == b"-":
+        return -1, b"", False
+    if first == b"(" or first == b"[":
+        return 0, text[1:], first == b"("
+    raise CommandError(_LEX_ERROR)
+
+
+def _lex_span(z: ZSetValue, low: _Lex, high: _Lex) -> tuple[int, int]:
+    """Ranks [start, stop) of the members in the lex range, assuming (as Redis does) that all
+    the members have the same score."""
+    order = z.order
+    if not order or low[0] == 1 or high[0] == -1:
+        return 0, 0
+    score = order[0][0]
+    if low[0] == -1:
+        start = 0
+    elif low[2]:
+        start = order.bisect_right((score, low[1]))
+    else:
+        start = order.bisect_left((score, low[1]))
+    if high[0] == 1:
+        stop = len(order)
+    elif high[2]:
+        stop = order.bisect_left((score, high[1]))
+    else:
+        stop = order.bisect_right((score, high[1]))
+    return start, max(start, stop)
+
+
+def _rank_span(z: ZSetValue, start: int, end: int) -> tuple[int, int]:
+    """Ranks [start, stop) of Redis's start/end (negative from the end), clamped as a list
+    range is."""
+    first, count = list_range(len(z), start, end)
+    return first, first + count
+
+
+def _members_at(z: ZSetValue, start: int, stop: int, reverse: bool) -> list[tuple[float, bytes]]:
+    """The (score, member) of ranks [start, stop), lowest first unless ``reverse``."""
+    return list(z.order.islice(start, stop, reverse=reverse))
+
+
+def _with_scores(s: Session, items: Iterable[tuple[float, bytes]], scores: bool) -> Result:
+    """A range reply: members, or with scores member/score pairs (flat in RESP2, pairs of
+    member and double in RESP3)."""
+    if not scores:
+        return [member for _, member in items]
+    if s.protocol == 3:
+        return [[member, score] for score, member in items]
+    out: list[Result] = []
+    for score, member in items:
+        out += (member, format_score(score))
+    return out
+
+
+# -- ZADD and ZINCRBY ----------------------------------------------------------------------
+
+
+def _zadd(
+    ks: Keyspace,
+    s: Session,
+    argv: list[bytes],
+    j: OpJournal,
+    now_ms: int,
+    flags: set[bytes],
+    at: int,
+) -> Result:
+    """Redis's ``zaddGenericCommand`` from the first score at ``argv[at]``."""
+    key = argv[1]
+    rest = argv[at:]
+    if not rest or len(rest) % 2:
+        raise CommandError(SYNTAX_ERROR)
+    nx, xx, gt, lt = (f in flags for f in (b"nx", b"xx", b"gt", b"lt"))
+    incr, ch = b"incr" in flags, b"ch" in flags
+    if nx and xx:
+        raise CommandError("ERR XX and NX options at the same time are not compatible")
+    if (gt and nx) or (lt and nx) or (gt and lt):
+        raise CommandError("ERR GT, LT, and/or NX options at the same time are not compatible")
+    if incr and len(rest) > 2:
+        raise CommandError("ERR INCR option supports a single increment-element pair")
+    scores = [score_arg(text) for text in rest[::2]]
+    members = rest[1::2]
+    check_write(ks, key, b"")
+    for member in members:
+        check_write(ks, key, member)
+    found = get_zset(ks, s, key, j, now_ms)
+    if found is None and xx:
+        return None if incr else 0
+    now: dict[bytes, float] = {}
+    changes: list[tuple[bytes, float]] = []
+    added = updated = 0
+    result: float | None = None
+    for score, member in zip(scores, members, strict=True):
+        current = now.get(member, found.get(member) if found is not None else None)
+        if current is not None:
+            if nx:
+                continue
+            if incr:
+                score += current
+                if math.isnan(score):
+                    raise CommandError("ERR resulting score is not a number (NaN)")
+            if (lt and score >= current) or (gt and score <= current):
+                continue
+            result = score
+            if score != current:
+                now[member] = score
+                changes.append((member, score))
+                updated += 1
+        elif not xx:
+            now[member] = score
+            changes.append((member, score))
+            added += 1
+            result = score
+    if changes:
+        set_scores(ks, s.bucket, key, found, changes, j)
+    if incr:
+        return None if result is None else _reply_score(s, result)
+    return added + updated if ch else added
+
+
+@command("zadd", -4, "write", "denyoom", "fast")
+def zadd(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    flags: set[bytes] = set()
+    at = 2
+    while at < len(argv) and (word := argv[at].lower()) in _ZADD_FLAGS:
+        flags.add(word)
+        at += 1
+    return _zadd(ks, s, argv, j, now_ms, flags, at)
+
+
+_ZADD_FLAGS = frozenset((b"nx", b"xx", b"gt", b"lt", b"ch", b"incr"))
+
+
+@command("zincrby", 4, "write", "denyoom", "fast")
+def zincrby(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _zadd(ks, s, argv, j, now_ms, {b"incr"}, 2)
+
+
+# -- reads ---------------------------------------------------------------------------------
+
+
+@command("zcard", 2, "readonly", "fast")
+def zcard(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    return 0 if found is None else len(found)
+
+
+@command("zscore", 3, "readonly", "fast")
+def zscore(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    score = None if found is None else found.get(argv[2])
+    return None if score is None else _reply_score(s, score)
+
+
+@command("zmscore", -3, "readonly", "fast")
+def zmscore(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    out: list[Result] = []
+    for member in argv[2:]:
+        score = None if found is None else found.get(member)
+        out.append(None if score is None else _reply_score(s, score))
+    return out
+
+
+def _rank(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, reverse: bool
+) -> Result:
+    """Redis's ``zrankGenericCommand`` (with 7.2's WITHSCORE)."""
+    if len(argv) > 4:
+        raise CommandError(SYNTAX_ERROR)
+    with_score = len(argv) == 4
+    if with_score and argv[3].lower() != b"withscore":
+        raise CommandError(SYNTAX_ERROR)
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    score = None if found is None else found.get(argv[2])
+    if found is None or score is None:
+        return NULL_ARRAY if with_score else None
+    rank = found.order.index((score, argv[2]))
+    if reverse:
+        rank = len(found) - 1 - rank
+    return [rank, _reply_score(s, score)] if with_score else rank
+
+
+@command("zrank", -3, "readonly", "fast")
+def zrank(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _rank(ks, s, argv, j, now_ms, False)
+
+
+@command("zrevrank", -3, "readonly", "fast")
+def zrevrank(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _rank(ks, s, argv, j, now_ms, True)
+
+
+@command("zcount", 4, "readonly", "fast")
+def zcount(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    low, high = _score_bound(argv[2]), _score_bound(argv[3])
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return 0
+    start, stop = _score_span(found, low, high)
+    return stop - start
+
+
+@command("zlexcount", 4, "readonly", "fast")
+def zlexcount(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    low, high = _lex_bound(argv[2]), _lex_bound(argv[3])
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return 0
+    start, stop = _lex_span(found, low, high)
+    return stop - start
+
+
+# -- ZRANGE and its family -------------------------------------------------------------------
+
+RANK, SCORE, LEX = "rank", "score", "lex"
+
+
+def _range(
+    ks: Keyspace,
+    s: Session,
+    argv: list[bytes],
+    j: OpJournal,
+    now_ms: int,
+    *,
+    at: int,
+    store: bool,
+    by: str | None,
+    reverse: bool | None,
+) -> tuple[list[tuple[float, bytes]], bool]:
+    """Redis's ``zrangeGenericCommand`` from the key at ``argv[at]`` (``by``/``reverse``
+    None: chosen by the arguments): the (score, member) items in reply order, and whether
+    WITHSCORES was given."""
+    key = argv[at]
+    scores = limited = False
+    offset, limit = 0, -1
+    i = at + 3
+    while i < len(argv):
+        word = argv[i].lower()
+        left = len(argv) - i - 1
+        if not store and word == b"withscores":
+            scores = True
+        elif word == b"limit" and left >= 2:
+            offset, limit = int_arg(argv[i + 1]), int_arg(argv[i + 2])
+            limited = True
+            i += 2
+        elif reverse is None and word == b"rev":
+            reverse = True
+        elif by is None and word == b"bylex":
+            by = LEX
+        elif by is None and word == b"byscore":
+            by = SCORE
+        else:
+            raise CommandError(SYNTAX_ERROR)
+        i += 1
+    reverse = bool(reverse)
+    by = by or RANK
+    if limited and by == RANK:
+        raise CommandError(
+            "ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX"
+        )
+    if scores and by == LEX:
+        raise CommandError("ERR syntax error, WITHSCORES not supported in combination with BYLEX")
+    lo_text, hi_text = argv[at + 1], argv[at + 2]
+    if reverse and by != RANK:
+        lo_text, hi_text = hi_text, lo_text
+    if by == RANK:
+        first, last = int_arg(lo_text), int_arg(hi_text)
+    elif by == SCORE:
+        low_score, high_score = _score_bound(lo_text), _score_bound(hi_text)
+    else:
+        low_lex, high_lex = _lex_bound(lo_text), _lex_bound(hi_text)
+    found = get_zset(ks, s, key, j, now_ms)
+    if found is None:
+        return [], scores
+    size = len(found)
+    if by == RANK:
+        start, stop = _rank_span(found, first, last)
+        if reverse:
+            start, stop = size - stop, size - start
+        return _members_at(found, start, stop, reverse), scores
+    if by == SCORE:
+        start, stop = _score_span(found, low_score, high_score)
+    else:
+        start, stop = _lex_span(found, low_lex, high_lex)
+    if offset < 0 or (offset > 0 and offset >= size):
+        return [], scores
+    if reverse:
+        stop -= offset
+    else:
+        start += offset
+    if limit >= 0:
+        if reverse:
+            start = max(start, stop - limit)
+        else:
+            stop = min(stop, start + limit)
+    if start >= stop:
+        return [], scores
+    return _members_at(found, start, stop, reverse), scores
+
+
+def _ranger(name: str, by: str | None, reverse: bool | None) -> Command:
+    def handler(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+        items, scores = _range(ks, s, argv, j, now_ms, at=1, store=False, by=by, reverse=reverse)
+        return _with_scores(s, items, scores)
+
+    return Command(name, -4, frozenset(("readonly",)), handler)
+
+
+zrange = _ranger("zrange", None, None)
+zrevrange = _ranger("zrevrange", RANK, True)
+zrangebyscore = _ranger("zrangebyscore", SCORE, False)
+zrevrangebyscore = _ranger("zrevrangebyscore", SCORE, True)
+zrangebylex = _ranger("zrangebylex", LEX, False)
+zrevrangebylex = _ranger("zrevrangebylex", LEX, True)
+
+
+def _store(
+    ks: Keyspace,
+    s: Session,
+    target: bytes,
+    items: Iterable[tuple[float, bytes]],
+    j: OpJournal,
+    now_ms: int,
+) -> int:
+    """A ``*STORE`` result into ``target``, replacing whatever it held; an empty result
+    deletes it."""
+    check_write(ks, target, b"")
+    result = zset_from(((member, score) for score, member in items), ks.epoch)
+    if not result:
+        if ks.exists(s.bucket, target, now_ms, j):
+            ks.remove(s.bucket, target, j)
+        return 0
+    ks.exists(s.bucket, target, now_ms, j)  # an expired target goes first, as its own removal
+    ks.put_container(s.bucket, target, result, None, j)
+    return len(result)
+
+
+@command("zrangestore", -5, "write", "denyoom")
+def zrangestore(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    items, _ = _range(ks, s, argv, j, now_ms, at=2, store=True, by=None, reverse=None)
+    return _store(ks, s, argv[1], items, j, now_ms)
+
+
+# -- removals --------------------------------------------------------------------------------
+
+
+@command("zrem", -3, "write", "fast")
+def zrem(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return 0
+    present = [member for member in dict.fromkeys(argv[2:]) if member in found]
+    if not present:
+        return 0
+    return len(remove_members(ks, s.bucket, argv[1], found, present, j))
+
+
+def _remrange(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, by: str
+) -> Result:
+    """Redis's ``zremrangeGenericCommand``: the range parsed before the key is looked at."""
+    if by == RANK:
+        first, last = int_arg(argv[2]), int_arg(argv[3])
+    elif by == SCORE:
+        low_score, high_score = _score_bound(argv[2]), _score_bound(argv[3])
+    else:
+        low_lex, high_lex = _lex_bound(argv[2]), _lex_bound(argv[3])
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return 0
+    if by == RANK:
+        start, stop = _rank_span(found, first, last)
+    elif by == SCORE:
+        start, stop = _score_span(found, low_score, high_score)
+    else:
+        start, stop = _lex_span(found, low_lex, high_lex)
+    if start >= stop:
+        return 0
+    members = [member for _, member in found.order.islice(start, stop)]
+    return len(remove_members(ks, s.bucket, argv[1], found, members, j))
+
+
+@command("zremrangebyrank", 4, "write")
+def zremrangebyrank(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
+) -> Result:
+    return _remrange(ks, s, argv, j, now_ms, RANK)
+
+
+@command("zremrangebyscore", 4, "write")
+def zremrangebyscore(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
+) -> Result:
+    return _remrange(ks, s, argv, j, now_ms, SCORE)
+
+
+@command("zremrangebylex", 4, "write")
+def zremrangebylex(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
+) -> Result:
+    return _remrange(ks, s, argv, j, now_ms, LEX)
+
+
+def _pop(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, highest: bool
+) -> Result:
+    """Redis's ``genericZpopCommand``: a flat member/score array, or with a count in RESP3
+    an array of pairs."""
+    if len(argv) > 3:
+        raise CommandError(SYNTAX_ERROR)
+    counted = len(argv) == 3
+    count = 1
+    if counted:
+        count = _positive(argv[2])
+        if count == 0:
+            return []
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return []
+    size = len(found)
+    take = min(count, size)
+    items = (
+        _members_at(found, size - take, size, True)
+        if highest
+        else _members_at(found, 0, take, False)
+    )
+    remove_members(ks, s.bucket, argv[1], found, [member for _, member in items], j)
+    if s.protocol == 3 and counted:
+        return [[member, score] for score, member in items]
+    out: list[Result] = []
+    for score, member in items:
+        out += (member, _reply_score(s, score))
+    return out
+
+
+def _positive(text: bytes) -> int:
+    """``getPositiveLongFromObjectOrReply``."""
+    try:
+        value = int_arg(text)
+    except CommandError:
+        raise CommandError("ERR value is out of range, must be positive") from None
+    if value < 0:
+        raise CommandError("ERR value is out of range, must be positive")
+    return value
+
+
+@command("zpopmin", -2, "write", "fast")
+def zpopmin(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _pop(ks, s, argv, j, now_ms, False)
+
+
+@command("zpopmax", -2, "write", "fast")
+def zpopmax(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _pop(ks, s, argv, j, now_ms, True)
+
+
+COMMANDS: list[Command] = [
+    zadd, zincrby, zcard, zscore, zmscore, zrank, zrevrank, zcount, zlexcount, zrange,
+    zrevrange, zrangebyscore, zrevrangebyscore, zrangebylex, zrevrangebylex, zrangestore,
+    zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax,
+]  # fmt: skip

@@ -469,6 +469,79 @@ LIST_COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 """The list commands (``store._lists``; not the blocking ones), with Redis 7.2's metadata."""
 
+_ZSET = {"group": "sorted_set", "categories": ("sortedset",)}
+_ZSET_STORE = {"first_key": 1, "last_key": 2, "key_step": 1}
+ZSET_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("zadd", -4, "write denyoom fast", since="1.2.0", **_K1, **_ZSET,
+        summary=(
+            "Adds one or more members to a sorted set, or updates their scores. Creates the "
+            "key if it doesn't exist."
+        )),
+    _spec("zcard", 2, "readonly fast", since="1.2.0", **_K1, **_ZSET,
+        summary="Returns the number of members in a sorted set."),
+    _spec("zcount", 4, "readonly fast", since="2.0.0", **_K1, **_ZSET,
+        summary="Returns the count of members in a sorted set that have scores within a range."),
+    _spec("zincrby", 4, "write denyoom fast", since="1.2.0", **_K1, **_ZSET,
+        summary="Increments the score of a member in a sorted set."),
+    _spec("zlexcount", 4, "readonly fast", since="2.8.9", **_K1, **_ZSET,
+        summary="Returns the number of members in a sorted set within a lexicographical range."),
+    _spec("zmscore", -3, "readonly fast", since="6.2.0", **_K1, **_ZSET,
+        summary="Returns the score of one or more members in a sorted set."),
+    _spec("zpopmax", -2, "write fast", since="5.0.0", **_K1, **_ZSET,
+        summary=(
+            "Returns the highest-scoring members from a sorted set after removing them. "
+            "Deletes the sorted set if the last member was popped."
+        )),
+    _spec("zpopmin", -2, "write fast", since="5.0.0", **_K1, **_ZSET,
+        summary=(
+            "Returns the lowest-scoring members from a sorted set after removing them. "
+            "Deletes the sorted set if the last member was popped."
+        )),
+    _spec("zrange", -4, "readonly", since="1.2.0", **_K1, **_ZSET,
+        summary="Returns members in a sorted set within a range of indexes."),
+    _spec("zrangebylex", -4, "readonly", since="2.8.9", **_K1, **_ZSET,
+        summary="Returns members in a sorted set within a lexicographical range."),
+    _spec("zrangebyscore", -4, "readonly", since="1.0.5", **_K1, **_ZSET,
+        summary="Returns members in a sorted set within a range of scores."),
+    _spec("zrangestore", -5, "write denyoom", since="6.2.0", **_ZSET_STORE, **_ZSET,
+        summary="Stores a range of members from sorted set in a key."),
+    _spec("zrank", -3, "readonly fast", since="2.0.0", **_K1, **_ZSET,
+        summary="Returns the index of a member in a sorted set ordered by ascending scores."),
+    _spec("zrem", -3, "write fast", since="1.2.0", **_K1, **_ZSET,
+        summary=(
+            "Removes one or more members from a sorted set. Deletes the sorted set if all "
+            "members were removed."
+        )),
+    _spec("zremrangebylex", 4, "write", since="2.8.9", **_K1, **_ZSET,
+        summary=(
+            "Removes members in a sorted set within a lexicographical range. Deletes the "
+            "sorted set if all members were removed."
+        )),
+    _spec("zremrangebyrank", 4, "write", since="2.0.0", **_K1, **_ZSET,
+        summary=(
+            "Removes members in a sorted set within a range of indexes. Deletes the sorted "
+            "set if all members were removed."
+        )),
+    _spec("zremrangebyscore", 4, "write", since="1.2.0", **_K1, **_ZSET,
+        summary=(
+            "Removes members in a sorted set within a range of scores. Deletes the sorted "
+            "set if all members were removed."
+        )),
+    _spec("zrevrange", -4, "readonly", since="1.2.0", **_K1, **_ZSET,
+        summary="Returns members in a sorted set within a range of indexes in reverse order."),
+    _spec("zrevrangebylex", -4, "readonly", since="2.8.9", **_K1, **_ZSET,
+        summary=(
+            "Returns members in a sorted set within a lexicographical range in reverse order."
+        )),
+    _spec("zrevrangebyscore", -4, "readonly", since="2.2.0", **_K1, **_ZSET,
+        summary="Returns members in a sorted set within a range of scores in reverse order."),
+    _spec("zrevrank", -3, "readonly fast", since="2.0.0", **_K1, **_ZSET,
+        summary="Returns the index of a member in a sorted set ordered by descending scores."),
+    _spec("zscore", 3, "readonly fast", since="1.2.0", **_K1, **_ZSET,
+        summary="Returns the score of a member in a sorted set."),
+)  # fmt: skip
+"""The sorted-set commands (``store._zsets``), with Redis 7.2's metadata."""
+
 
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
@@ -496,6 +569,7 @@ class CommandTable:
         cls,
         data: Sequence[CommandSpec] = (
             DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS + LIST_COMMANDS
+            + ZSET_COMMANDS
         ),
     ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))
