@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,6 +24,8 @@ from minidb.wal import (
 )
 from minidb.wal._format import LEGACY_VERSION
 from minidb.wal._payload import NO_EXPIRY, PayloadError, describe, encode_remove, escape
+
+pytestmark = pytest.mark.accelerator  # its C twin is driven by every test
 
 NAMES = st.binary(max_size=70)
 EXPIRY = st.none() | st.integers(min_value=NO_EXPIRY + 1, max_value=2**63 - 1)
@@ -247,3 +252,102 @@ def test_encode_ops_of_a_list_refuses_what_the_general_encoder_refuses() -> None
         encode_ops([])
     with pytest.raises(TypeError):
         encode_ops([Put(b"b", "text", b"v")])  # type: ignore[arg-type]
+
+
+# -- hostile arguments to the C packer (``_cpayload``), which the sanitizer run also drives ----
+
+_needs_c = pytest.mark.skipif(not _payload.ACCELERATED, reason="C packer off or not built")
+_POSITIONS = st.integers(-3, 70) | st.sampled_from([2**62, -(2**62), 2**63 - 1, -(2**63)])
+
+
+def _model_pack_from(
+    bucket: bytes, mapping: dict[object, object], pos: int, limit: int
+) -> tuple[bytes | None, int]:
+    """What ``pack_puts_from`` returns, for a dict without holes (a position is then the index
+    of the next item): the PUTs of the bytes values from ``pos`` until ``limit`` is reached."""
+    items = list(mapping.items())
+    if not 0 <= pos < len(items):
+        return None, pos
+    payload, end = b"", pos
+    for key, value in items[pos:]:
+        end += 1
+        if type(value) is not bytes:
+            continue
+        if type(key) is not bytes:
+            raise TypeError("a key is not bytes")
+        payload += encode_put(bucket, key, value)
+        if len(payload) >= limit:
+            break
+    return payload or None, end
+
+
+@_needs_c
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(
+    st.binary(max_size=10),
+    st.dictionaries(
+        st.binary(max_size=12) | st.sampled_from(["text", 7]),
+        st.binary(max_size=60) | st.builds(_NotBytes) | st.builds(_BytesSubclass, st.binary()),
+        max_size=30,
+    ),
+    _POSITIONS,
+    st.integers(-5, 600),
+)
+def test_pack_puts_from_any_position_and_limit(
+    bucket: bytes, mapping: dict[object, object], pos: int, limit: int
+) -> None:
+    """From any position (before the first item, past the last, far outside) and any limit
+    (zero and negative included), the C packer returns what the model says, or refuses a key
+    that is not bytes with TypeError as the model does."""
+    mapping = dict(mapping)  # a fresh copy has no holes
+    pack_from = _payload._pack_puts_from
+    assert pack_from is not None
+    try:
+        expected: object = _model_pack_from(bucket, mapping, pos, limit)
+    except TypeError:
+        expected = TypeError
+    try:
+        got: object = pack_from(bucket, mapping, pos, limit)  # type: ignore[arg-type]
+    except TypeError:
+        got = TypeError
+    assert got == expected
+
+
+class _PutSubclass(Put):
+    """A Put of another type: the C encoder must hand it to the general one."""
+
+
+_FIELDS = (
+    st.binary(max_size=20)
+    | st.builds(_BytesSubclass, st.binary(max_size=5))
+    | st.sampled_from(["text", bytearray(b"ba"), memoryview(b"mv"), 7, None])
+)
+_OP_LIKE = st.one_of(
+    OPS,
+    st.builds(Put, _FIELDS, _FIELDS, _FIELDS, st.none() | EXPIRY),
+    st.builds(_PutSubclass, NAMES, NAMES, NAMES),
+    st.tuples(NAMES, NAMES, NAMES, st.none()),
+    st.sampled_from([None, b"PUT", (b"b",), ()]),
+)
+
+
+def _outcome(encode: Callable[[], bytes]) -> object:
+    try:
+        return encode()
+    except (TypeError, ValueError) as exc:
+        return type(exc)
+
+
+@_needs_c
+@settings(deadline=None)  # a loaded shared machine must not fail a property
+@given(st.lists(_OP_LIKE, max_size=8))
+def test_encode_plain_puts_of_any_list_is_none_or_the_general_encoding(ops: list[Any]) -> None:
+    """Given any list (puts with fields of any type, Put subclasses, plain tuples, other
+    objects), the C encoder answers None or exactly the general encoder's bytes, and
+    ``encode_ops`` of the list ends as that of the same items one by one."""
+    encode_plain_puts = _payload._encode_plain_puts
+    assert encode_plain_puts is not None
+    general = _outcome(lambda: encode_ops(iter(ops)))
+    fast = encode_plain_puts(ops, Put)
+    assert fast is None or fast == general
+    assert _outcome(lambda: encode_ops(ops)) == general
