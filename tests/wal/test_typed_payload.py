@@ -50,7 +50,7 @@ def typed_ops(draw: st.DrawFn) -> Op:
     )
 
 
-@given(st.lists(typed_ops() | st.builds(Put, names, names, names), min_size=1, max_size=6))
+@given(st.lists(typed_ops() | st.builds(Put, names, names, names, expiry), min_size=1, max_size=6))
 def test_typed_payload_round_trips_any_bytes(ops: list[Op]) -> None:
     """Any sequence of typed and string operations decodes to itself, field for field."""
     assert decode_ops(encode_ops(ops)) == ops
