@@ -214,13 +214,28 @@ ZSET_COMMAND = st.one_of(
     st.builds(lambda k, a, b: [b"ZREMRANGEBYRANK", k, a, b], zkey, rank, rank),
     st.builds(lambda k, a, b: [b"ZREMRANGEBYSCORE", k, a, b], zkey, bound, bound),
     st.builds(lambda k, a, b: [b"ZREMRANGEBYLEX", k, a, b], zkey, lex, lex),
+    st.builds(lambda op, d, ks, opts: [op, d, b"%d" % len(ks), *ks, *opts],
+              st.sampled_from([b"ZUNIONSTORE", b"ZINTERSTORE"]), zkey,
+              st.lists(st.sampled_from([b"z1", b"z2", b"s1", b"str", b"zz"]), min_size=1,
+                       max_size=2),
+              st.sampled_from([[], [b"AGGREGATE", b"MIN"], [b"AGGREGATE", b"max"],
+                               [b"AGGREGATE", b"avg"], [b"WEIGHTS", b"2", b"0.5"],
+                               [b"WEIGHTS", b"x", b"1"], [b"WITHSCORES"]])),
+    st.builds(lambda op, ks, opts: [op, b"%d" % len(ks), *ks, *opts],
+              st.sampled_from([b"ZUNION", b"ZINTER", b"ZDIFF"]),
+              st.lists(st.sampled_from([b"z1", b"z2", b"s1", b"zz"]), min_size=1, max_size=2),
+              st.sampled_from([[], [b"WITHSCORES"], [b"AGGREGATE", b"MIN", b"WITHSCORES"]])),
+    st.builds(lambda d, ks: [b"ZDIFFSTORE", d, b"%d" % len(ks), *ks], zkey,
+              st.lists(zkey, min_size=1, max_size=3)),
+    st.builds(lambda k: [b"ZSCAN", k, b"0", b"COUNT", b"1000"], zkey),
+    st.builds(lambda k, ms: [b"SADD", b"s1", *ms], zkey, st.lists(member, min_size=1, max_size=2)),
     st.builds(lambda k: [b"TYPE", k], zkey),
     st.builds(lambda k: [b"EXISTS", k], zkey),
     st.just([b"SCAN", b"0", b"TYPE", b"zset"]),
 )  # fmt: skip
 
 UNORDERED = {b"SMEMBERS", b"SINTER", b"SUNION", b"SDIFF", b"HKEYS", b"HVALS", b"HGETALL",
-             b"SSCAN", b"HSCAN", b"SCAN"}  # fmt: skip
+             b"SSCAN", b"HSCAN", b"SCAN", b"ZSCAN"}  # fmt: skip
 
 
 def _canonical(value: Any) -> Any:
@@ -249,11 +264,11 @@ def _same(argv: list[bytes], ours: bytes, theirs: bytes) -> bool:
     mine, redis = RespReplyDecoder().feed(ours)[0], RespReplyDecoder().feed(theirs)[0]
     if not isinstance(mine, list | dict | set) or not isinstance(redis, list | dict | set):
         return False
-    if argv[0] in (b"HSCAN", b"SSCAN", b"SCAN"):  # the cursor, then the elements
+    if argv[0] in (b"HSCAN", b"SSCAN", b"SCAN", b"ZSCAN"):  # the cursor, then the elements
         if mine[0] != redis[0]:
             return False
         mine, redis = mine[1], redis[1]
-    if argv[0] in (b"HGETALL", b"HSCAN"):
+    if argv[0] in (b"HGETALL", b"HSCAN", b"ZSCAN"):
         mine, redis = _pairs(mine), _pairs(redis)
     return bool(_canonical(mine) == _canonical(redis))
 

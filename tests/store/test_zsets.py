@@ -226,3 +226,63 @@ def test_zsets_large_ranks_are_right() -> None:
     assert c("ZREMRANGEBYSCORE", "z", "-inf", "(500") == sum(s < 500 for s, _ in model)
     assert c("ZCARD", "z") == sum(s >= 500 for s, _ in model)
     _replays(c)
+
+
+def test_zsets_union_inter_diff() -> None:
+    """WEIGHTS and AGGREGATE, sets as sorted sets of score 1, a NaN sum counted as 0, an
+    empty result deleting the destination, Redis's errors."""
+    c = Client()
+    c("ZADD", "z1", "1", "a", "2", "b", "3", "c")
+    c("ZADD", "z2", "10", "b", "20", "d", "inf", "c")
+    c("SADD", "st", "b", "x")
+    c("SET", "str", "v")
+    assert c("ZUNIONSTORE", "out", "3", "z1", "z2", "st", "WEIGHTS", "1", "2", "3") == 5
+    assert _scores(c, "out") == [(b"a", 1), (b"x", 3), (b"b", 25), (b"d", 40), (b"c", math.inf)]
+    assert c("ZINTERSTORE", "out", "2", "z1", "z2", "AGGREGATE", "MAX") == 2
+    assert _scores(c, "out") == [(b"b", 10), (b"c", math.inf)]
+    assert c("ZUNIONSTORE", "out", "2", "z1", "z2", "WEIGHTS", "1", "-1") == 4
+    assert c("ZSCORE", "out", "c") == b"-inf"
+    c("ZADD", "neg", "-inf", "c")
+    assert c("ZUNIONSTORE", "out", "2", "z2", "neg") == 3 and c("ZSCORE", "out", "c") == b"0"
+    assert c("ZDIFFSTORE", "out", "2", "z1", "z2") == 1 and _scores(c, "out") == [(b"a", 1)]
+    assert c("ZDIFFSTORE", "out", "2", "z1", "z1") == 0 and c("EXISTS", "out") == 0
+    assert c("ZUNION", "2", "z1", "nope", "WITHSCORES") == [b"a", b"1", b"b", b"2", b"c", b"3"]
+    assert c("ZINTER", "2", "z1", "nope") == [] and c("ZDIFF", "1", "z1") == [b"a", b"b", b"c"]
+    assert c("ZINTER", "0", "z1") == E("ERR at least 1 input key is needed for 'zinter' command")
+    assert c("ZUNIONSTORE", "out", "3", "z1", "z2") == E(SYNTAX_ERROR)
+    assert c("ZUNIONSTORE", "out", "1", "z1", "WEIGHTS", "x") == E(
+        "ERR weight value is not a float"
+    )
+    assert c("ZDIFF", "2", "z1", "z2", "WEIGHTS", "1", "2") == E(SYNTAX_ERROR)
+    assert c("ZUNIONSTORE", "out", "1", "z1", "WITHSCORES") == E(SYNTAX_ERROR)
+    assert c("ZUNIONSTORE", "out", "1", "z1", "AGGREGATE", "avg") == E(SYNTAX_ERROR)
+    assert c("ZUNION", "2", "z1", "str") == WRONG
+    _replays(c)
+
+
+def test_zsets_randmember_and_scan() -> None:
+    c = Client()
+    assert c("ZRANDMEMBER", "nope") is None and c("ZRANDMEMBER", "nope", "3") == []
+    c("ZADD", "z", "1", "a", "2", "b", "3", "c")
+    assert c("ZRANDMEMBER", "z") in (b"a", b"b", b"c")
+    assert c("ZRANDMEMBER", "z", "5", "WITHSCORES") == [b"c", b"3", b"b", b"2", b"a", b"1"]
+    picked = c("ZRANDMEMBER", "z", "2")
+    assert isinstance(picked, list) and len(set(picked)) == 2
+    repeated = c("ZRANDMEMBER", "z", "-7", "WITHSCORES")
+    assert isinstance(repeated, list) and len(repeated) == 14
+    assert c("ZRANDMEMBER", "z", "1", "x") == E(SYNTAX_ERROR)
+    assert c("ZRANDMEMBER", "z", "x") == INT_ERR
+    assert c("ZSCAN", "z", "0", "MATCH", "[ab]") == [b"0", [b"a", b"1", b"b", b"2"]]
+    big = [x for i in range(300) for x in (b"%d" % i, b"m%03d" % i)]
+    c("ZADD", "big", *big)
+    seen: dict[bytes, bytes] = {}
+    cursor = b"0"
+    while True:
+        reply = c("ZSCAN", "big", cursor, "COUNT", "50")
+        assert isinstance(reply, list)
+        cursor, page = reply
+        seen.update(zip(page[::2], page[1::2], strict=True))
+        if cursor == b"0":
+            break
+    assert seen == {b"m%03d" % i: b"%d" % i for i in range(300)}
+    assert Client(c.ks, protocol=3)("ZSCAN", "z", "0")[1][1] == b"1"  # type: ignore[index]

@@ -15,11 +15,35 @@ from collections.abc import Iterable, Sequence
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
+from minidb.store._elementscan import (
+    LONG_MAX,
+    index_of,
+    pick_distinct,
+    pick_repeated,
+    random_count,
+    scan_cursor,
+    scan_options,
+)
+from minidb.store._glob import compile_glob
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
 from minidb.store._lists import _range as list_range
-from minidb.store._results import NOT_A_FLOAT, SYNTAX_ERROR, CommandError, Result
-from minidb.store._values import ZSetValue, new_zset, zset_add, zset_from, zset_remove
+from minidb.store._results import (
+    NOT_A_FLOAT,
+    SYNTAX_ERROR,
+    CommandError,
+    Result,
+    WrongTypeError,
+)
+from minidb.store._values import (
+    SKIPLIST,
+    SetValue,
+    ZSetValue,
+    new_zset,
+    zset_add,
+    zset_from,
+    zset_remove,
+)
 from minidb.wal._ops import KIND_ZSET, AddElements, RemoveElements, encode_score
 
 
@@ -632,7 +656,176 @@ def zpopmax(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
     return _pop(ks, s, argv, j, now_ms, True)
 
 
+# -- random picks and scans -------------------------------------------------------------------
+
+
+@command("zrandmember", -2, "readonly")
+def zrandmember(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``zrandmemberCommand``: the count parsed before the WITHSCORES word."""
+    if len(argv) >= 3:
+        count = random_count(argv[2])
+        scores = len(argv) == 4
+        if len(argv) > 4 or (scores and argv[3].lower() != b"withscores"):
+            raise CommandError(SYNTAX_ERROR)
+        if scores and not -(LONG_MAX // 2) <= count <= LONG_MAX // 2:
+            raise CommandError("ERR value is out of range")
+        found = get_zset(ks, s, argv[1], j, now_ms)
+        if found is None or count == 0:
+            return []
+        if count < 0:
+            members = pick_repeated(found, -count, ks.rng)
+        elif count >= len(found):  # the whole set, highest first as Redis 7.0 answers it
+            members = [member for _, member in found.order.islice(reverse=True)]
+        else:
+            members = pick_distinct(found, count, ks.rng)
+        return _with_scores(s, [(found[m], m) for m in members], scores)
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    return None if found is None else pick_distinct(found, 1, ks.rng)[0]
+
+
+@command("zscan", -3, "readonly")
+def zscan(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """ZSCAN: a listpack whole in one step (in rank order, as Redis walks it), a skiplist by
+    the container's ``ScanIndex``; scores as bulk strings in either protocol, as Redis."""
+    cursor = scan_cursor(argv[2])
+    found = get_zset(ks, s, argv[1], j, now_ms)
+    if found is None:
+        return [b"0", []]
+    count, pattern, _ = scan_options(argv, 3, hash_=False)
+    if found.encoding is SKIPLIST:
+        next_cursor, page = index_of(found).page(cursor, count)
+    else:
+        next_cursor, page = 0, [member for _, member in found.order]
+    if pattern is not None:
+        matches = compile_glob(pattern)
+        page = [member for member in page if matches(member)]
+    out: list[Result] = []
+    for member in page:
+        out += (member, format_score(found[member]))
+    return [b"%d" % next_cursor, out]
+
+
+# -- ZUNIONSTORE, ZINTERSTORE, ZDIFFSTORE and their reply forms ---------------------------------
+
+UNION, INTER, DIFF = "union", "inter", "diff"
+
+
+def _aggregate(how: bytes, old: float, new: float) -> float:
+    """``zunionInterAggregate``: a NaN sum (inf + -inf) is 0."""
+    if how == b"sum":
+        total = old + new
+        return 0.0 if math.isnan(total) else total
+    return min(old, new) if how == b"min" else max(old, new)
+
+
+def _combine(
+    ks: Keyspace,
+    s: Session,
+    argv: list[bytes],
+    j: OpJournal,
+    now_ms: int,
+    op: str,
+    store: bool,
+) -> tuple[list[tuple[float, bytes]], bool]:
+    """Redis's ``zunionInterDiffGenericCommand``: the result in rank order, and whether
+    WITHSCORES was given. Sets count as sorted sets of score 1."""
+    at = 2 if store else 1
+    name = argv[0].decode("utf-8", "replace").lower()
+    setnum = int_arg(argv[at])
+    if setnum < 1:
+        raise CommandError(f"ERR at least 1 input key is needed for '{name}' command")
+    if setnum > len(argv) - (at + 1):
+        raise CommandError(SYNTAX_ERROR)
+    keys = argv[at + 1 : at + 1 + setnum]
+    sources: list[dict[bytes, float] | None] = []
+    for key in keys:
+        value = ks.value(s.bucket, key, now_ms, j)
+        if value is None:
+            sources.append(None)
+        elif type(value) is ZSetValue:
+            sources.append(value)
+        elif type(value) is SetValue:
+            sources.append(dict.fromkeys(value, 1.0))
+        else:
+            raise WrongTypeError
+    weights = [1.0] * setnum
+    how, scores = b"sum", False
+    i = at + 1 + setnum
+    while i < len(argv):
+        word, left = argv[i].lower(), len(argv) - i
+        if op != DIFF and left >= setnum + 1 and word == b"weights":
+            for n in range(setnum):
+                weight = _strtod(argv[i + 1 + n], space=False)
+                if weight is None:
+                    raise CommandError("ERR weight value is not a float")
+                weights[n] = weight
+            i += setnum + 1
+        elif op != DIFF and left >= 2 and word == b"aggregate":
+            how = argv[i + 1].lower()
+            if how not in (b"sum", b"min", b"max"):
+                raise CommandError(SYNTAX_ERROR)
+            i += 2
+        elif not store and word == b"withscores":
+            scores = True
+            i += 1
+        else:
+            raise CommandError(SYNTAX_ERROR)
+    result: dict[bytes, float] = {}
+    if op == DIFF:
+        first = sources[0]
+        if first is not None:
+            others = [other for other in sources[1:] if other is not None]
+            result = {m: sc for m, sc in first.items() if not any(m in o for o in others)}
+    elif op == INTER:
+        if all(src is not None for src in sources):
+            ordered = sorted(range(setnum), key=lambda n: len(sources[n]))  # type: ignore[arg-type]
+            smallest = ordered[0]
+            for member, score in sources[smallest].items():  # type: ignore[union-attr]
+                total = _weighted(score, weights[smallest])
+                for n in ordered[1:]:
+                    other = sources[n].get(member)  # type: ignore[union-attr]
+                    if other is None:
+                        break
+                    total = _aggregate(how, total, _weighted(other, weights[n]))
+                else:
+                    result[member] = total
+    else:
+        for n, src in enumerate(sources):
+            if src is None:
+                continue
+            for member, score in src.items():
+                weighted = _weighted(score, weights[n])
+                old = result.get(member)
+                result[member] = weighted if old is None else _aggregate(how, old, weighted)
+    return sorted((score, member) for member, score in result.items()), scores
+
+
+def _weighted(score: float, weight: float) -> float:
+    value = score * weight
+    return 0.0 if math.isnan(value) else value
+
+
+def _combiner(name: str, op: str, store: bool) -> Command:
+    def handler(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+        items, scores = _combine(ks, s, argv, j, now_ms, op, store)
+        if store:
+            return _store(ks, s, argv[1], items, j, now_ms)
+        return _with_scores(s, items, scores)
+
+    flags = ("write", "denyoom") if store else ("readonly",)
+    return Command(name, -4 if store else -3, frozenset(flags), handler)
+
+
+zunionstore = _combiner("zunionstore", UNION, True)
+zinterstore = _combiner("zinterstore", INTER, True)
+zdiffstore = _combiner("zdiffstore", DIFF, True)
+zunion = _combiner("zunion", UNION, False)
+zinter = _combiner("zinter", INTER, False)
+zdiff = _combiner("zdiff", DIFF, False)
+
+
 COMMANDS: list[Command] = [
+    zrandmember, zscan, zunionstore, zinterstore, zdiffstore, zunion, zinter, zdiff,
     zadd, zincrby, zcard, zscore, zmscore, zrank, zrevrank, zcount, zlexcount, zrange,
     zrevrange, zrangebyscore, zrevrangebyscore, zrangebylex, zrevrangebylex, zrangestore,
     zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax,
