@@ -286,3 +286,18 @@ def test_zsets_randmember_and_scan() -> None:
             break
     assert seen == {b"m%03d" % i: b"%d" % i for i in range(300)}
     assert Client(c.ks, protocol=3)("ZSCAN", "z", "0")[1][1] == b"1"  # type: ignore[index]
+
+
+def test_zsets_lex_range_over_mixed_scores_walks_as_a_listpack() -> None:
+    """Redis defines lex ranges for one score only; over several, a small sorted set answers
+    what Redis's listpack walk finds (checked against redis-server by the differential
+    test): nothing if the highest-ranked member is below min, else the run from the first
+    member at or above min."""
+    c = Client()
+    c("ZADD", "z", "1", "b", "2", "a", "3", "c")
+    assert c("ZLEXCOUNT", "z", "(b", "+") == 1  # the walk from the head meets c first
+    assert c("ZLEXCOUNT", "z", "(c", "+") == 0  # c, the last, is not above (c
+    assert c("ZRANGEBYLEX", "z", "[b", "+") == [b"b", b"a", b"c"]
+    assert c("ZRANGEBYLEX", "z", "-", "[b") == [b"b", b"a"]
+    assert c("ZREVRANGEBYLEX", "z", "[b", "-") == [b"a", b"b"]
+    assert c("ZLEXCOUNT", "z", "[c", "[a") == 0

@@ -13,6 +13,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
+from sortedcontainers import SortedList
+
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
 from minidb.store._elementscan import (
@@ -207,13 +209,52 @@ def _lex_bound(text: bytes) -> _Lex:
     raise CommandError(_LEX_ERROR)
 
 
-def _lex_span(z: ZSetValue, low: _Lex, high: _Lex) -> tuple[int, int]:
-    """Ranks [start, stop) of the members in the lex range, assuming (as Redis does) that all
-    the members have the same score."""
+def _lex_span(z: ZSetValue, low: _Lex, high: _Lex, reverse: bool = False) -> tuple[int, int]:
+    """Ranks [start, stop) of the members in the lex range. With one score (the case Redis
+    defines) a bisection; with several, Redis's listpack walk (``zzlFirstInLexRange``, or
+    ``zzlLastInLexRange`` for ``reverse``, then on while in range), which is what a small
+    sorted set answers."""
     order = z.order
     if not order or low[0] == 1 or high[0] == -1:
         return 0, 0
-    score = order[0][0]
+    if (
+        low[0] == 0
+        and high[0] == 0
+        and (low[1] > high[1] or (low[1] == high[1] and (low[2] or high[2])))
+    ):
+        return 0, 0
+    if order[0][0] == order[-1][0]:
+        return _lex_bisect(order, order[0][0], low, high)
+    if not _gte_min(order[-1][1], low) or not _lte_max(order[0][1], high):
+        return 0, 0
+    size = len(order)
+    if reverse:
+        stop = next((n + 1 for n in range(size - 1, -1, -1) if _lte_max(order[n][1], high)), 0)
+        if not stop or not _gte_min(order[stop - 1][1], low):
+            return 0, 0
+        start = stop - 1
+        while start > 0 and _gte_min(order[start - 1][1], low):
+            start -= 1
+        return start, stop
+    start = next((n for n in range(size) if _gte_min(order[n][1], low)), size)
+    if start == size or not _lte_max(order[start][1], high):
+        return 0, 0
+    stop = start + 1
+    while stop < size and _lte_max(order[stop][1], high):
+        stop += 1
+    return start, stop
+
+
+def _gte_min(member: bytes, low: _Lex) -> bool:
+    return low[0] == -1 or (member > low[1] if low[2] else member >= low[1])
+
+
+def _lte_max(member: bytes, high: _Lex) -> bool:
+    return high[0] == 1 or (member < high[1] if high[2] else member <= high[1])
+
+
+def _lex_bisect(order: SortedList, score: float, low: _Lex, high: _Lex) -> tuple[int, int]:
+    """``_lex_span`` of a sorted set whose members all have ``score``: O(log n)."""
     if low[0] == -1:
         start = 0
     elif low[2]:
@@ -483,7 +524,7 @@ def _range(
     if by == SCORE:
         start, stop = _score_span(found, low_score, high_score)
     else:
-        start, stop = _lex_span(found, low_lex, high_lex)
+        start, stop = _lex_span(found, low_lex, high_lex, reverse)
     if offset < 0 or (offset > 0 and offset >= size):
         return [], scores
     if reverse:
