@@ -11,6 +11,7 @@ import urllib.request
 import pytest
 
 from minidb.protocol import SIMPLE_OK, SIMPLE_PONG, RespReplyDecoder, encode_command
+from minidb.store._plainrun import ACCELERATED
 from tests.server.conftest import ServeFactory, ServerProcess
 
 IO_TIMEOUT_S = 30.0
@@ -181,6 +182,7 @@ def _metric(server: ServerProcess, name: str) -> float:
     return float(found.group(1))
 
 
+@pytest.mark.skipif(not ACCELERATED, reason="inline reads run in C only")
 def test_plain_reads_are_served_inline_and_writes_through_the_owner(resp: ServerProcess) -> None:
     """With the owner idle, a lone connection's GETs are answered in its own callback
     (counted as inline); a SET at the head of a read goes to the owner, and the GET

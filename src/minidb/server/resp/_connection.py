@@ -130,7 +130,9 @@ class RespRequests:
             return None
         session.last_interaction = self._env.unix_time()
         end = len(commands)
-        if session.plain_end(commands, 0) != end:
+        if session.plain_end(commands, 0) != end or (
+            end == 1 and commands[0][0] not in _INLINE_READS
+        ):
             self._held = commands  # decoded: next_requests decides them, in order
             return None
         session.plain_run(commands, 0, end)
@@ -197,8 +199,11 @@ class RespRequests:
             at, end = 0, len(commands)
             while at < end:
                 # Plain commands back to back go to the owner as one run (store._plainrun).
-                stop = session.plain_run(commands, at)
+                stop = session.plain_end(commands, at)
+                if stop - at == 1 and commands[at][0] not in _INLINE_READS:
+                    stop = at  # a lone write goes as its Forward: one call less than a run
                 if stop > at:
+                    session.plain_run(commands, at, stop)
                     last = out[-1] if out else None
                     if type(last) is PlainRun:  # the run goes on from the last decode
                         last.argvs += commands[at:stop]
