@@ -13,6 +13,7 @@ Skipped without ``redis-server``.
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -318,3 +319,35 @@ def test_containers_vs_redis_same_zset_replies(
 ) -> None:
     """Every reply of a random sequence of sorted-set commands alone equals Redis's."""
     _run(redis_server, protocol, commands)
+
+
+def _large_zset_command(rng: random.Random) -> list[bytes]:
+    """One command on a sorted set of up to 400 members (a skiplist), ties included."""
+    member = b"m%d" % rng.randrange(400)
+    score = rng.choice([b"%d" % rng.randrange(50), b"%.3f" % rng.uniform(-5, 5), b"inf", b"-inf"])
+    low = rng.choice([b"-inf", b"+inf", b"(3", b"7", b"(-1.5", b"20", b"0"])
+    high = rng.choice([b"-inf", b"+inf", b"(30", b"10", b"45", b"(0"])
+    first, last = b"%d" % rng.randrange(-300, 300), b"%d" % rng.randrange(-300, 300)
+    limit = rng.choice([[], [b"LIMIT", b"%d" % rng.randrange(50), b"%d" % rng.randrange(-1, 30)]])
+    flags = rng.choice([[], [b"GT"], [b"LT"], [b"CH"], [b"NX"], [b"XX"]])
+    return rng.choice([
+        [b"ZADD", b"z", *flags, score, member], [b"ZADD", b"z", score, member],
+        [b"ZADD", b"z", score, member], [b"ZINCRBY", b"z", score, member], [b"ZREM", b"z", member],
+        [rng.choice([b"ZRANK", b"ZREVRANK"]), b"z", member], [b"ZSCORE", b"z", member],
+        [b"ZRANGE", b"z", first, last, *rng.choice([[], [b"REV"], [b"WITHSCORES"]])],
+        [b"ZRANGE", b"z", low, high, b"BYSCORE", *limit, *rng.choice([[], [b"WITHSCORES"]])],
+        [b"ZREVRANGEBYSCORE", b"z", high, low, *limit], [b"ZCOUNT", b"z", low, high],
+        [rng.choice([b"ZPOPMIN", b"ZPOPMAX"]), b"z", b"%d" % rng.randrange(4)],
+        [b"ZREMRANGEBYSCORE", b"z", b"(48", b"+inf"],
+        [b"ZREMRANGEBYRANK", b"z", first, b"%d" % (int(first) + 2)],
+        [b"ZUNIONSTORE", b"u", b"1", b"z", b"WEIGHTS", b"0.5"],
+        [b"ZRANGE", b"u", b"0", b"20", b"WITHSCORES"], [b"ZCARD", b"z"],
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_containers_vs_redis_large_zset(redis_server: RedisServer, protocol: int) -> None:
+    """A sorted set grown to hundreds of members (Redis's skiplist, minidb's SortedList):
+    3,000 seeded commands of rank, score ranges with LIMIT, pops and removals answer alike."""
+    rng = random.Random(5)
+    _run(redis_server, protocol, [_large_zset_command(rng) for _ in range(3000)])
