@@ -79,7 +79,11 @@ def test_sets_algebra_and_store_forms() -> None:
     c("SET", "dest", "old")
     c("EXPIRE", "dest", "100")
     assert c("SINTERSTORE", "dest", "a", "b") == 2
-    assert c.journal.records[-1] == [PutContainer(B, b"dest", KIND_SET, (b"2", b"3"))]
+    # (a set's elements are logged in its iteration order, which follows the string hash)
+    (op,) = c.journal.records[-1]
+    assert op._replace(elements=tuple(sorted(op.elements))) == PutContainer(
+        B, b"dest", KIND_SET, (b"2", b"3")
+    )
     assert c("TTL", "dest") == -1 and c("OBJECT", "ENCODING", "dest") == b"intset"
     assert c("SUNIONSTORE", "u", "a", "b") == 5 and c("OBJECT", "ENCODING", "u") == b"listpack"
     assert c("SDIFFSTORE", "d", "a", "b") == 2
