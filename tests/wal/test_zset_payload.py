@@ -21,15 +21,17 @@ pairs = st.lists(st.tuples(st.binary(max_size=20), scores), min_size=1, max_size
     lambda items: tuple(e for m, s in items for e in (m, encode_score(s)))
 )
 members = st.lists(st.binary(max_size=20), min_size=1, max_size=8).map(tuple)
+expiry = st.none() | st.integers(-(1 << 63) + 1, (1 << 63) - 1)
+"""Given explicitly: ``st.builds`` would infer any int for a defaulted ``expire_at_ms``."""
 
 zset_ops = st.one_of(
-    st.builds(PutContainer, names, names, st.just(KIND_ZSET), pairs),
+    st.builds(PutContainer, names, names, st.just(KIND_ZSET), pairs, expiry),
     st.builds(AddElements, names, names, st.just(KIND_ZSET), pairs),
     st.builds(RemoveElements, names, names, st.just(KIND_ZSET), members),
 )
 
 
-@given(st.lists(zset_ops | st.builds(Put, names, names, names), min_size=1, max_size=6))
+@given(st.lists(zset_ops | st.builds(Put, names, names, names, expiry), min_size=1, max_size=6))
 def test_zset_payload_round_trips_any_bytes(ops: list[Op]) -> None:
     """Any sequence of sorted-set and string operations decodes to itself, field for field,
     and is described one op per ``;``."""
