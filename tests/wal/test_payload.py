@@ -351,3 +351,16 @@ def test_encode_plain_puts_of_any_list_is_none_or_the_general_encoding(ops: list
     fast = encode_plain_puts(ops, Put)
     assert fast is None or fast == general
     assert _outcome(lambda: encode_ops(ops)) == general
+
+
+@_needs_c
+def test_encode_plain_puts_refuses_a_put_type_that_is_not_a_tuple() -> None:
+    """Its ops' fields are read as a tuple's: any other type is refused, not read past."""
+    encode_plain_puts = _payload._encode_plain_puts
+    assert encode_plain_puts is not None
+
+    class NotATuple:
+        pass
+
+    with pytest.raises(TypeError):
+        encode_plain_puts([NotATuple()], NotATuple)

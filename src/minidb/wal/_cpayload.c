@@ -132,8 +132,10 @@ pack_puts_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static PyObject *
 encode_plain_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "encode_plain_puts(ops: list, put_type)");
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1]) ||
+        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
+        /* (its items are read as a tuple's: a type that is not one would be read past) */
+        PyErr_SetString(PyExc_TypeError, "encode_plain_puts(ops: list, put_type: a tuple type)");
         return NULL;
     }
     PyObject *ops = args[0];
