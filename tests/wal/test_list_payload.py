@@ -25,6 +25,7 @@ from minidb.wal._ops import (
 from minidb.wal._payload import decode_ops, describe, encode_container, encode_ops
 
 names = st.binary(max_size=12)
+expiry = st.none() | st.integers(-(1 << 63) + 1, (1 << 63) - 1)  # what the format holds
 elements = st.lists(st.binary(max_size=20), min_size=1, max_size=8).map(tuple)
 positions = st.integers(0, (1 << 63) - 1)
 removals = st.integers(-(1 << 63), (1 << 63) - 1).filter(bool)
@@ -40,7 +41,7 @@ list_ops = st.one_of(
 )
 
 
-@given(st.lists(list_ops | st.builds(Put, names, names, names), min_size=1, max_size=6))
+@given(st.lists(list_ops | st.builds(Put, names, names, names, expiry), min_size=1, max_size=6))
 def test_list_payload_round_trips_any_bytes(ops: list[Op]) -> None:
     """Any sequence of list and string operations decodes to itself, field for field, and is
     described one op per ``;``."""
