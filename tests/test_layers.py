@@ -14,7 +14,7 @@ ALLOWED = {
     "runtime": set(),
     "protocol": {"errors", "_accelerators"},
     "wal": {"errors", "_failpoints", "_accelerators"},
-    "store": {"errors", "_failpoints", "protocol", "wal", "runtime"},
+    "store": {"errors", "_failpoints", "_accelerators", "protocol", "wal", "runtime"},
     "objstore": {"errors", "runtime"},
     "replication": {"errors", "_failpoints", "wal", "objstore", "runtime", "store"},
     "server": {
