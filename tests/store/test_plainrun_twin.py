@@ -25,6 +25,7 @@ from minidb.server.resp._types import PlainRun
 from minidb.store import (
     COMMANDS,
     PLAIN_ARITY,
+    PLAIN_READS,
     UNBOUNDED_OUTPUT,
     Batch,
     Keyspace,
@@ -305,8 +306,7 @@ _WRITE_NAMES = {b"SET", b"MSET", b"DEL", b"UNLINK", b"INCR", b"DECR", b"INCRBY",
 def _needs_python(ks: Keyspace, argv: list[bytes]) -> bool:
     """Whether an inline read was right to stop at ``argv``: a write, something the C run
     leaves to Python (options, a key past its deadline), or an unknown arity."""
-    if argv[0].upper() in _WRITE_NAMES or argv[0].upper() not in {b"GET", b"MGET", b"EXISTS",
-                                                                   b"TTL", b"PTTL", b"PING"}:
+    if argv[0].lower() not in PLAIN_READS:
         return True
     return any(ks.expired(b"0", key, NOW_MS) for key in argv[1:]) or (len(argv) > 2 and (
         argv[0].upper() in {b"GET", b"TTL", b"PTTL"}

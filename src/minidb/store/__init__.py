@@ -22,6 +22,7 @@ from minidb.store._log import CommitLog, MemoryLog, NullLog
 from minidb.store._mailbox import UNBOUNDED_OUTPUT, Batch, Executor, Mailbox, ReplySink, RoomWaiter
 from minidb.store._plainrun import (
     PLAIN_ARITY,
+    PLAIN_READS,
     plain_arity,
     plain_end,
     plain_end_python,
@@ -39,6 +40,7 @@ __all__ = [
     "FSYNC_POLICIES",
     "MAX_KEY_BYTES",
     "PLAIN_ARITY",
+    "PLAIN_READS",
     "REPLICA_REFUSAL",
     "UNBOUNDED_OUTPUT",
     "Batch",

@@ -56,6 +56,13 @@ session's (its reply depends on the protocol), so a run takes it only bare (see
 ``plain_arity``). Those without a C handler (EXPIRE, SET with options) run through the
 fallback, inside the run."""
 
+PLAIN_READS: frozenset[bytes] = frozenset(
+    spelling for name in (b"get", b"mget", b"exists", b"ttl", b"pttl", b"ping")
+    for spelling in (name, name.upper())
+)
+"""The plain commands that only read, as clients spell them: what an inline run (no fallback)
+serves; the C twin stops at any other."""
+
 Fallback = Callable[[list[bytes]], bytes]
 """Runs one command through the Python engine; its reply in wire form."""
 

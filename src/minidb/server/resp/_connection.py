@@ -57,18 +57,13 @@ from minidb.server.resp._types import (
     Reply,
     ReplyAndClose,
 )
-from minidb.store import Batch
+from minidb.store import PLAIN_READS, Batch
 
 BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
 """A request the owner did not answer within ``--request-timeout`` (genuine overload)."""
 UNAVAILABLE_REPLY = b"-ERR store unavailable\r\n"
 
 _OWNER_ACTIONS = (Forward, ForwardWatch, ForwardTransaction)
-_INLINE_READS = frozenset(
-    spelling for name in (b"get", b"mget", b"exists", b"ttl", b"pttl", b"ping")
-    for spelling in (name, name.upper())
-)
-"""The plain reads an inline run serves (``store._cplain``), as clients spell them."""
 
 
 class RespContext:
@@ -131,7 +126,7 @@ class RespRequests:
         session.last_interaction = self._env.unix_time()
         end = len(commands)
         if session.plain_end(commands, 0) != end or (
-            end == 1 and commands[0][0] not in _INLINE_READS
+            end == 1 and commands[0][0] not in PLAIN_READS
         ):
             self._held = commands  # decoded: next_requests decides them, in order
             return None
@@ -200,7 +195,7 @@ class RespRequests:
             while at < end:
                 # Plain commands back to back go to the owner as one run (store._plainrun).
                 stop = session.plain_end(commands, at)
-                if stop - at == 1 and commands[at][0] not in _INLINE_READS:
+                if stop - at == 1 and commands[at][0] not in PLAIN_READS:
                     stop = at  # a lone write goes as its Forward: one call less than a run
                 if stop > at:
                     session.plain_run(commands, at, stop)
@@ -324,7 +319,7 @@ class RespConnection(Connection):
         """Serve the plain reads at the head of ``run`` here and now, while the owner is idle
         and nothing of this connection waits (see "Inline reads" in ``store._actor``); how
         many. What they leave of ``run`` goes to the owner as usual."""
-        if run.argvs[run.start][0] not in _INLINE_READS:
+        if run.argvs[run.start][0] not in PLAIN_READS:
             return 0  # a write first (SET at -P 1): not even a C call
         room = self.output_room()
         if room < 0:
