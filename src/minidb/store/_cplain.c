@@ -538,16 +538,27 @@ put_pairs(Run *r, PyObject *found, PyObject *argv, Py_ssize_t first)
     return rc;
 }
 
-/* SET key value and MSET key value [key value ...]: every key plain, every size in bounds. */
+/* What every write checks first: DONE if it may go on, else its answer (FALLBACK in an
+ * inline read or while someone WATCHes a key: Python's; FAILED). */
 static int
-cmd_set(Run *r, PyObject *argv, Out *o)
+begin_write(Run *r)
 {
     if (r->reads_only)
         return FALLBACK;
     if (run_load_writes(r) < 0)
         return FAILED;
+    return r->watched ? FALLBACK : DONE;
+}
+
+/* SET key value and MSET key value [key value ...]: every key plain, every size in bounds. */
+static int
+cmd_set(Run *r, PyObject *argv, Out *o)
+{
+    int go = begin_write(r);
+    if (go != DONE)
+        return go;
     Py_ssize_t n = PyList_GET_SIZE(argv);
-    if (n % 2 == 0 || r->watched)
+    if (n % 2 == 0)
         return FALLBACK;
     PyObject *found = bucket_dict(r);
     if (found == NULL)
@@ -569,11 +580,10 @@ cmd_set(Run *r, PyObject *argv, Out *o)
 static int
 cmd_del(Run *r, PyObject *argv, Out *o)
 {
-    if (r->reads_only)
-        return FALLBACK;
-    if (run_load_writes(r) < 0)
-        return FAILED;
-    if (r->watched || r->indexed)
+    int go = begin_write(r);
+    if (go != DONE)
+        return go;
+    if (r->indexed)
         return FALLBACK;
     Py_ssize_t n = PyList_GET_SIZE(argv);
     PyObject *found = bucket_dict(r);
@@ -622,12 +632,9 @@ cmd_del(Run *r, PyObject *argv, Out *o)
 static int
 cmd_incr(Run *r, PyObject *argv, Out *o, long long delta, int sign)
 {
-    if (r->reads_only)
-        return FALLBACK;
-    if (run_load_writes(r) < 0)
-        return FAILED;
-    if (r->watched)
-        return FALLBACK;
+    int go = begin_write(r);
+    if (go != DONE)
+        return go;
     if (PyList_GET_SIZE(argv) == 3) {
         PyObject *arg = PyList_GET_ITEM(argv, 2);
         if (!parse_int64(PyBytes_AS_STRING(arg), PyBytes_GET_SIZE(arg), &delta))
