@@ -1,0 +1,28 @@
+"""The real client libraries' own test suites, run against minidb (the ``compat`` tests).
+
+They fetch each library's sdist from PyPI (cached, see ``_sdist``) and run its suite in a
+subprocess, so they need the network once and take minutes: the default ``pytest`` leaves them
+out, and ``pytest --compat tests/compat`` (or ``MINIDB_COMPAT=1``) runs them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--compat", action="store_true", default=False,
+        help="run the client libraries' own test suites against minidb (tests/compat)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--compat") or os.environ.get("MINIDB_COMPAT") == "1":
+        return
+    skip = pytest.mark.skip(reason="a client library's own suite: run with --compat")
+    for item in items:
+        if "compat" in item.keywords:
+            item.add_marker(skip)
