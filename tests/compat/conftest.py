@@ -2,7 +2,8 @@
 
 They fetch each library's sdist from PyPI (cached, see ``_sdist``) and run its suite in a
 subprocess, so they need the network once and take minutes: the default ``pytest`` leaves them
-out, and ``pytest --compat tests/compat`` (or ``MINIDB_COMPAT=1``) runs them.
+out, and ``pytest --compat tests/compat`` (or ``MINIDB_COMPAT=1``) runs them (the option is
+declared in ``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -10,13 +11,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--compat", action="store_true", default=False,
-        help="run the client libraries' own test suites against minidb (tests/compat)",
-    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
