@@ -302,3 +302,32 @@ def test_redis_benchmark_runs_without_error_replies(
     r = client(resp)
     # Without -r every request uses the one key; SET and MSET store 3 bytes of payload.
     assert r.strlen("key:__rand_int__") == 3 and int(r.get("counter:__rand_int__")) > 0
+
+
+DEFAULT_TESTS = (
+    "PING_INLINE", "PING_MBULK", "SET", "GET", "INCR", "LPUSH", "RPUSH", "LPOP", "RPOP", "SADD",
+    "HSET", "SPOP", "ZADD", "ZPOPMIN", "LRANGE_100", "LRANGE_300", "LRANGE_500", "LRANGE_600",
+    "MSET",
+)  # fmt: skip
+"""redis-benchmark 7.0's default list (no ``-t``); 7.2 adds XADD (streams: not in minidb yet)."""
+
+
+@pytest.mark.timeout(300)
+def test_redis_benchmark_default_tests_run_without_error_replies(resp: ServerProcess) -> None:
+    """redis-benchmark with its default test list (no -t: lists, sets, hashes, sorted sets,
+    LRANGE up to 600 elements, MSET) runs every test at a positive rate and minidb counts no
+    error reply."""
+    results = benchmark(resp, "-n", "2000", "-c", "10")
+    ran = {name.split()[0]: rps for name, rps in results.items()}
+    skipped = set(ran) - set(DEFAULT_TESTS)
+    if skipped:  # a newer redis-benchmark's additions (XADD in 7.2): minidb has no streams yet
+        print(f"not judged (no streams in minidb yet): {sorted(skipped)}")
+    assert set(ran) >= set(DEFAULT_TESTS), sorted(ran)
+    assert all(ran[name] > 0 for name in DEFAULT_TESTS), ran
+    resp_lines = [ln for ln in metrics(resp).splitlines()
+                  if ln.startswith("minidb_resp_commands_total")]  # fmt: skip
+    for command in ("lpush", "rpop", "spop", "hset", "zpopmin", "lrange", "mset"):
+        assert any(f'command="{command}",outcome="ok"' in ln for ln in resp_lines), command
+    assert not [ln for ln in resp_lines if 'outcome="ok"' not in ln], resp_lines
+    r = client(resp)
+    assert r.llen("mylist") > 600 and r.type("myhash") == b"hash"  # SPOP, ZPOPMIN emptied theirs
