@@ -25,11 +25,19 @@ are printed but marked as not the goals' setting. The instructions goal (at most
 instructions per request at ``-P 16``) is judged from ``bench/instructions.py``'s callgrind
 counts: ``--instructions`` runs only those, ``--all`` the matrix and then those.
 
+``--tests lpush,lrange_100`` runs other tests of redis-benchmark than ``set,get``, and
+``--default-tests`` its whole default list (no ``-t``: PING, SET, GET, INCR, LPUSH, RPUSH,
+LPOP, RPOP, SADD, HSET, SPOP, ZADD, ZPOPMIN, LRANGE_100..600, MSET; redis and minidb only, as
+the naive servers hold strings only). Each test beyond SET and GET is judged against the string
+goal of its kind (issue 19): a read (PING, GET, LRANGE_*) against GET's, a write against SET's,
+at the same depth; the per-test block prints its ratio, its goal and MET or NOT MET.
+
 Run (build the C accelerators first: ``python setup.py build_ext --inplace``)::
 
     PYTHONPATH=src python bench/vs_redis.py                 # -n 100000 -c 50, 3 rounds
     PYTHONPATH=src python bench/vs_redis.py --instructions  # callgrind, fsync no
     PYTHONPATH=src python bench/vs_redis.py --all           # both, one goals block
+    PYTHONPATH=src python bench/vs_redis.py --default-tests --policies no
 """
 
 from __future__ import annotations
@@ -55,6 +63,11 @@ from _peers import (
 
 DEPTHS = (1, 16)
 TESTS = ("SET", "GET")
+READS = ("PING_INLINE", "PING_MBULK", "GET", "LRANGE_100", "LRANGE_300", "LRANGE_500",
+         "LRANGE_600")  # fmt: skip
+"""The tests judged against GET's goal; every other test writes and is judged against SET's."""
+PRELOAD = "LPUSH (needed to benchmark LRANGE)"
+"""redis-benchmark's fill before the LRANGE tests: a second LPUSH row, not a test of its own."""
 BENCH_TIMEOUT_S = 600.0
 GOAL_REQUESTS = 100_000
 GOAL_CLIENTS = 50
@@ -101,6 +114,8 @@ class Matrix:
     results: dict[Cell, dict[str, list[float]]]
     per_sync: dict[tuple[str, int], list[float]]
     accelerators: list[str]
+    tests: str | None = "set,get"
+    """redis-benchmark's ``-t`` (None: its default list)."""
 
     def median(self, cell: Cell, server: str) -> float:
         return statistics.median(self.results[cell][server])
@@ -109,21 +124,33 @@ class Matrix:
         return self.median(cell, server) / self.median(cell, "redis")
 
 
-def run_benchmark(port: int, depth: int, requests: int, clients: int) -> dict[str, float]:
+def run_benchmark(port: int, depth: int, requests: int, clients: int,
+                  tests: str | None = "set,get") -> dict[str, float]:  # fmt: skip
+    """Requests/s by test (``LRANGE_100``, not its description) of one redis-benchmark run of
+    ``tests`` (``-t``; None: its default list)."""
+    selection = ["-t", tests] if tests else []
     done = subprocess.run(
-        ["redis-benchmark", "-p", str(port), "-t", "set,get", "-n", str(requests),
+        ["redis-benchmark", "-p", str(port), *selection, "-n", str(requests),
          "-c", str(clients), "-P", str(depth), "--csv"],
         capture_output=True, text=True, timeout=BENCH_TIMEOUT_S, check=False,
     )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"redis-benchmark failed: {done.stderr or done.stdout}")
     rows = list(csv.reader(io.StringIO(done.stdout)))
-    return {row[0]: float(row[1]) for row in rows[1:] if row and row[0] in TESTS}
+    return {row[0].split()[0]: float(row[1]) for row in rows[1:] if row and row[0] != PRELOAD}
+
+
+def test_goal(test: str, depth: int) -> Goal:
+    """The string goal a test of redis-benchmark is judged by: GET's for a read, SET's for a
+    write, at ``depth`` (not the durable ones: those are SET's alone)."""
+    kind = "GET" if test in READS else "SET"
+    return next(g for g in GOALS if (g.depth, g.test, g.durable) == (depth, kind, False))
 
 
 def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int,
-               clients: int, with_fsync: bool) -> Matrix:  # fmt: skip
-    matrix = Matrix(requests, clients, rounds, peers, with_fsync, {}, {}, [])
+               clients: int, with_fsync: bool,
+               tests: str | None = "set,get") -> Matrix:  # fmt: skip
+    matrix = Matrix(requests, clients, rounds, peers, with_fsync, {}, {}, [], tests)
     for policy in policies:
         for round_ in range(rounds):
             turn = round_ % len(peers)
@@ -132,8 +159,8 @@ def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int
                 try:
                     for depth in DEPTHS:
                         before = peer.wal_figures() if peer.metrics_port else (0.0, 0.0)
-                        for test, rps in run_benchmark(peer.port, depth, requests,
-                                                       clients).items():  # fmt: skip
+                        for test, rps in run_benchmark(peer.port, depth, requests, clients,
+                                                       tests).items():  # fmt: skip
                             matrix.results.setdefault((policy, depth, test), {}).setdefault(
                                 name, []).append(rps)  # fmt: skip
                         if peer.metrics_port:
@@ -149,14 +176,15 @@ def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int
 
 
 def print_matrix(matrix: Matrix) -> None:
-    print(f"# redis-benchmark -t set,get -n {matrix.requests} -c {matrix.clients}; median of "
+    selection = f"-t {matrix.tests}" if matrix.tests else "(default tests)"
+    print(f"# redis-benchmark {selection} -n {matrix.requests} -c {matrix.clients}; median of "
           f"{matrix.rounds} interleaved rounds, requests/s")  # fmt: skip
     print(accelerators_line(matrix.accelerators))
     if not matrix.with_fsync:
         print("# this minidb has no --fsync flag: its default (sync every group) vs "
               "appendfsync always only")
     naive = matrix.peers[2:]
-    print(f"{'policy':<9} {'depth':>5} {'test':<4} {'redis':>10} {'minidb':>10} {'ratio':>6}"
+    print(f"{'policy':<9} {'depth':>5} {'test':<11} {'redis':>10} {'minidb':>10} {'ratio':>6}"
           + "".join(f" {n:>9} {n[:5] + '/r':>7}" for n in naive)
           + f" {'appends/sync':>12}")  # fmt: skip
     for cell in sorted(matrix.results):
@@ -165,7 +193,7 @@ def print_matrix(matrix: Matrix) -> None:
                    if policy == "always" else SYNCS[policy])  # fmt: skip
         others = "".join(f" {matrix.median(cell, n):>9.0f} {matrix.ratio(cell, n):>7.2f}"
                          for n in naive)  # fmt: skip
-        print(f"{policy:<9} {depth:>5} {test:<4} {matrix.median(cell, 'redis'):>10.0f} "
+        print(f"{policy:<9} {depth:>5} {test:<11} {matrix.median(cell, 'redis'):>10.0f} "
               f"{matrix.median(cell, 'minidb'):>10.0f} {matrix.ratio(cell):>6.2f}{others} "
               f"{appends:>12}")  # fmt: skip
 
@@ -202,6 +230,27 @@ def throughput_verdicts(matrix: Matrix | None) -> list[tuple[str, str, str]]:
     return rows
 
 
+def per_test_verdicts(matrix: Matrix) -> list[tuple[str, str, str]]:
+    """(test and its goal, measured, verdict) for each test beyond SET and GET, per policy."""
+    rows = []
+    for policy, depth, test in sorted(matrix.results):
+        if test in TESTS:
+            continue  # the goals block judges them, durable goals included
+        goal = test_goal(test, depth)
+        ratio = matrix.ratio((policy, depth, test))
+        label = f"-P {depth:<2} {test} >= {goal.at_least:.1f}x Redis (as {goal.test})"
+        verdict = "MET" if ratio >= goal.at_least else "NOT MET"
+        rows.append((label, f"{policy} {ratio:.2f}", verdict))
+    return rows
+
+
+def print_per_test(rows: list[tuple[str, str, str]]) -> None:
+    print("\n# per test (issue 19): a read against GET's goal, a write against SET's")
+    width = max(len(goal) for goal, _, _ in rows)
+    for goal, measured, verdict in rows:
+        print(f"{goal:<{width}}  {measured:<12}  {verdict}")
+
+
 def instruction_verdicts(counts: instructions.Counts | None) -> list[tuple[str, str, str]]:
     """(goal, measured, verdict) for the instructions goal, GET and SET."""
     rows = []
@@ -233,6 +282,11 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(POLICIES))
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="servers to run (redis and minidb always)")  # fmt: skip
+    tests = parser.add_mutually_exclusive_group()
+    tests.add_argument("--tests", default="set,get",
+                       help="redis-benchmark's -t (default set,get)")  # fmt: skip
+    tests.add_argument("--default-tests", action="store_true",
+                       help="redis-benchmark's default list (no -t): redis and minidb")  # fmt: skip
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--instructions", action="store_true",
                       help="only the callgrind counts of bench/instructions.py")  # fmt: skip
@@ -242,6 +296,10 @@ def main() -> None:
     parser.add_argument("--instructions-requests-1", type=int, default=5_000)
     args = parser.parse_args()
     peers = ["redis", "minidb", *(p for p in args.peers.split(",") if p not in ("redis", "minidb"))]
+    selection = None if args.default_tests else args.tests
+    if selection != "set,get" and peers[2:]:
+        print(f"# the naive servers hold strings only: {', '.join(peers[2:])} left out")
+        peers = peers[:2]
     if "uvloop" in peers:
         try:
             import uvloop  # noqa: F401
@@ -259,8 +317,10 @@ def main() -> None:
         with_fsync = minidb_has_fsync()
         policies = args.policies.split(",") if with_fsync else ["always"]
         matrix = run_matrix(peers, policies, args.rounds, args.requests, args.clients,
-                            with_fsync)  # fmt: skip
+                            with_fsync, selection)  # fmt: skip
         print_matrix(matrix)
+        if per_test := per_test_verdicts(matrix):
+            print_per_test(per_test)
     if args.instructions or args.all:
         if matrix is not None:
             print()
