@@ -178,13 +178,10 @@ run_load(Run *r)
     return 0;
 }
 
-/* The journal's lists and the keyspace's write conditions, once per run (and again after
- * Python ran): a run of reads never reads them. */
+/* The journal's two lists, and whether someone WATCHes a key. */
 static int
-run_load_writes(Run *r)
+load_journal(Run *r)
 {
-    if (r->records != NULL)
-        return 0;
     r->records = PyObject_GetAttr(r->journal, s_records);
     r->undo = PyObject_GetAttr(r->journal, s_undo);
     if (r->records == NULL || r->undo == NULL)
@@ -194,7 +191,17 @@ run_load_writes(Run *r)
         return -1;
     }
     r->watched = truthy_attr(r->ks, s_watched);
-    if (r->watched < 0)
+    return r->watched < 0 ? -1 : 0;
+}
+
+/* The journal's lists and the keyspace's write conditions, once per run (and again after
+ * Python ran): a run of reads never reads them. */
+static int
+run_load_writes(Run *r)
+{
+    if (r->records != NULL)
+        return 0;
+    if (load_journal(r) < 0)
         return -1;
     int index = contains_attr(r->ks, s_indexes, r->bucket);
     int sorted = index == 0 ? contains_attr(r->ks, s_sorted, r->bucket) : 0;
@@ -229,6 +236,19 @@ run_settle_keys(Run *r)
     if (rc == 0)
         r->keys_delta = 0;
     return rc;
+}
+
+/* A run that failed: what ran stays run (the journal holds it, the owner rolls back a failed
+ * group); only the count of keys must still be right. The error set is kept. */
+static void
+run_fail(Run *r)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (run_settle_keys(r) < 0)
+        PyErr_Clear();
+    PyErr_Restore(type, value, tb);
+    run_release(r);
 }
 
 /* A named tuple of ``type`` built from ``n`` items (references stolen; NULL items fail). */
@@ -835,18 +855,464 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(nNL)", at, replies, room);
 
 error:
-    /* What ran stays run (the journal holds it, the owner rolls back a failed group); only
-     * the count of keys must still be right. */
-    {
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        if (run_settle_keys(&r) < 0)
-            PyErr_Clear();
-        PyErr_Restore(type, value, tb);
-    }
-    run_release(&r);
+    run_fail(&r);
     PyMem_Free(o.data);
     return NULL;
+}
+
+/* -- the line protocol's batch -------------------------------------------------------------
+ *
+ *     run_line(ks, journal, requests, now_ms, room, fallback)
+ *         -> (replies, room, (gets, get_hits, sets, dels, del_hits))
+ *
+ * The C twin of ``StoreState.execute_all_python`` (see ``_state.py``): one connection's batch
+ * of decoded line requests (``Get``, ``Set``, ``Delete``, ``Bulk`` named tuples, and anything
+ * else) run in order while ``room`` is not negative, a run of consecutive SETs whole (its
+ * replies are three bytes each: it is never cut). A request runs here in its plain case,
+ * decided before anything changes:
+ *
+ * - GET: the key is missing, or holds bytes without a deadline that ``VALUE`` carries as they
+ *   are (at most the protocol's value size, ASCII, no LF);
+ * - SET: the bucket exists, the key is missing or holds bytes without a deadline, nobody
+ *   WATCHes a key, and no bucket keeps a SCAN index or sorted list if the key is new;
+ * - DEL: the key is missing, or holds bytes without a deadline, nobody WATCHes, no index, and
+ *   it is not the bucket's last key (dropping a bucket is the keyspace's, with its tables);
+ * - BULK of SET rows only: every row as SET's plain case (no index anywhere): one group of
+ *   ``Put`` ops and one ``PutsUndo``, exactly ``Keyspace.write_group``'s fast path.
+ *
+ * Everything else goes to ``fallback(request)``, ``StoreState.execute``, which counts it
+ * itself. The caller runs this only with an empty open group (``journal._open``): every line
+ * request closes its own, so none is open between them. The counts returned are those of the
+ * requests run here, for the caller to add to its statistics.
+ */
+
+static PyObject *GetReq, *SetReq, *DeleteReq, *BulkReq, *PutsUndo;
+static Py_ssize_t line_max_value;
+static PyObject *line_ok, *line_nil; /* b"OK\n", b"NIL\n" */
+
+enum { C_GETS, C_GET_HITS, C_SETS, C_DELS, C_DEL_HITS, C_COUNTS };
+
+typedef struct {
+    Run run;                /* ks, journal, buckets, records, undo, watched, keys_delta */
+    int any_index;          /* some bucket keeps a SCAN index or a sorted list */
+    long long counts[C_COUNTS];
+} LineRun;
+
+/* What the batch needs of the keyspace and journal (again after Python ran). */
+static int
+line_load(LineRun *l)
+{
+    Run *r = &l->run;
+    run_release(r);
+    if (run_load(r) < 0 || load_journal(r) < 0)
+        return -1;
+    int index = truthy_attr(r->ks, s_indexes);
+    int sorted = truthy_attr(r->ks, s_sorted);
+    if (index < 0 || sorted < 0)
+        return -1;
+    l->any_index = index || sorted;
+    return 0;
+}
+
+/* The bytes items of a request tuple of ``n`` fields, or 0 if it is not of that shape. */
+static int
+fields_of(PyObject *request, Py_ssize_t n, PyObject **items)
+{
+    if (!PyTuple_Check(request) || PyTuple_GET_SIZE(request) != n)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        items[i] = PyTuple_GET_ITEM(request, i);
+        if (!PyBytes_CheckExact(items[i]))
+            return 0;
+    }
+    return 1;
+}
+
+/* The bucket's dict (borrowed) or NULL (no error set: no such bucket). */
+static PyObject *
+line_bucket(LineRun *l, PyObject *name)
+{
+    PyObject *found = PyDict_GetItemWithError(l->run.buckets, name);
+    if (found != NULL && !PyDict_CheckExact(found)) {
+        PyErr_SetString(PyExc_TypeError, "bucket of an unexpected shape");
+        return NULL;
+    }
+    return found;
+}
+
+/* Whether ``VALUE <value>`` carries ``value`` without Python deciding (``can_carry``'s ASCII
+ * case; a non-ASCII value is Python's to decode). */
+static int
+carried_plainly(PyObject *value)
+{
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    const unsigned char *s = (const unsigned char *)PyBytes_AS_STRING(value);
+    if (n > line_max_value)
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] >= 0x80 || s[i] == '\n')
+            return 0;
+    }
+    return 1;
+}
+
+enum { FOUND = 2 };
+
+/* The first steps of GET and DEL (``counter``): the request's (bucket, key) fields in ``f``,
+ * its bucket in *found and the value there in *value (borrowed) if FOUND; a missing key is
+ * answered NIL here (DONE); FALLBACK if the request is not of that shape; FAILED. */
+static int
+line_keyed(LineRun *l, PyObject *request, int counter, PyObject **f, PyObject **found,
+           PyObject **value, PyObject **reply)
+{
+    if (!fields_of(request, 2, f))
+        return FALLBACK;
+    *found = line_bucket(l, f[0]);
+    *value = *found ? PyDict_GetItemWithError(*found, f[1]) : NULL;
+    if (PyErr_Occurred())
+        return FAILED;
+    if (*value != NULL)
+        return FOUND;
+    l->counts[counter]++;
+    *reply = new_ref(line_nil);
+    return DONE;
+}
+
+/* GET: *reply set (new reference) if run here. */
+static int
+line_get(LineRun *l, PyObject *request, PyObject **reply)
+{
+    PyObject *f[2], *found, *value;
+    int kind = line_keyed(l, request, C_GETS, f, &found, &value, reply);
+    if (kind != FOUND)
+        return kind;
+    if (!PyBytes_CheckExact(value) || !carried_plainly(value))
+        return FALLBACK; /* a deadline, a container, or a value Python must judge */
+    Py_ssize_t n = PyBytes_GET_SIZE(value);
+    *reply = PyBytes_FromStringAndSize(NULL, n + 7);
+    if (*reply == NULL)
+        return FAILED;
+    char *out = PyBytes_AS_STRING(*reply);
+    memcpy(out, "VALUE ", 6);
+    memcpy(out + 6, PyBytes_AS_STRING(value), n);
+    out[n + 6] = '\n';
+    l->counts[C_GETS]++;
+    l->counts[C_GET_HITS]++;
+    return DONE;
+}
+
+/* Whether a put of ``key`` into ``found`` is SET's plain case; -1 on error. */
+static int
+line_puttable(LineRun *l, PyObject *found, PyObject *key)
+{
+    PyObject *old = PyDict_GetItemWithError(found, key);
+    if (old == NULL)
+        return PyErr_Occurred() ? -1 : !l->any_index;
+    return PyBytes_CheckExact(old);
+}
+
+/* found[key] = value, its old value (or None) a new reference in *old; the count kept. */
+static int
+line_store(LineRun *l, PyObject *found, PyObject *key, PyObject *value, PyObject **old)
+{
+    *old = PyDict_GetItemWithError(found, key);
+    if (*old == NULL && PyErr_Occurred())
+        return -1;
+    if (*old == NULL)
+        l->run.keys_delta++;
+    *old = new_ref(*old ? *old : Py_None);
+    return PyDict_SetItem(found, key, value);
+}
+
+/* records.append(ops): a group of one op (stolen). */
+static int
+note_group_of(Run *r, PyObject *op)
+{
+    if (op == NULL)
+        return -1;
+    PyObject *group = PyList_New(1);
+    if (group == NULL) {
+        Py_DECREF(op);
+        return -1;
+    }
+    PyList_SET_ITEM(group, 0, op);
+    int rc = PyList_Append(r->records, group);
+    Py_DECREF(group);
+    return rc;
+}
+
+static int
+line_set(LineRun *l, PyObject *request, PyObject **reply)
+{
+    Run *r = &l->run;
+    PyObject *f[3];
+    if (!fields_of(request, 3, f) || r->watched)
+        return FALLBACK;
+    PyObject *found = line_bucket(l, f[0]);
+    if (found == NULL)
+        return PyErr_Occurred() ? FAILED : FALLBACK; /* a new bucket: the keyspace's */
+    int plain = line_puttable(l, found, f[1]);
+    if (plain <= 0)
+        return plain < 0 ? FAILED : FALLBACK;
+    PyObject *old;
+    if (line_store(l, found, f[1], f[2], &old) < 0)
+        return FAILED;
+    r->bucket = f[0];
+    int rc = note_undo(r, f[1], old == Py_None ? NULL : old);
+    Py_DECREF(old);
+    PyObject *items[4] = {new_ref(f[0]), new_ref(f[1]), new_ref(f[2]), new_ref(Py_None)};
+    if (rc < 0 || note_group_of(r, named(PutOp, 4, items)) < 0)
+        return FAILED;
+    l->counts[C_SETS]++;
+    *reply = new_ref(line_ok);
+    return DONE;
+}
+
+static int
+line_del(LineRun *l, PyObject *request, PyObject **reply)
+{
+    Run *r = &l->run;
+    PyObject *f[2], *found, *old;
+    int kind = line_keyed(l, request, C_DELS, f, &found, &old, reply);
+    if (kind != FOUND)
+        return kind;
+    if (!PyBytes_CheckExact(old) || r->watched || l->any_index || PyDict_GET_SIZE(found) < 2)
+        return FALLBACK;
+    Py_INCREF(old);
+    r->bucket = f[0];
+    int rc = note_undo(r, f[1], old);
+    Py_DECREF(old);
+    PyObject *items[2] = {new_ref(f[0]), new_ref(f[1])};
+    if (rc < 0 || note_group_of(r, named(RemoveOp, 2, items)) < 0)
+        return FAILED;
+    if (PyDict_DelItem(found, f[1]) < 0)
+        return FAILED;
+    r->keys_delta--;
+    l->counts[C_DELS]++;
+    l->counts[C_DEL_HITS]++;
+    *reply = new_ref(line_ok);
+    return DONE;
+}
+
+/* A frame of SET rows: every row plain, checked before the first is applied. */
+static int
+line_bulk(LineRun *l, PyObject *request, PyObject **reply)
+{
+    Run *r = &l->run;
+    if (!PyTuple_Check(request) || PyTuple_GET_SIZE(request) != 1 || r->watched || l->any_index)
+        return FALLBACK;
+    PyObject *rows = PyTuple_GET_ITEM(request, 0);
+    if (!PyList_CheckExact(rows))
+        return FALLBACK;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *f[3], *found = NULL, *name = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!fields_of(PyList_GET_ITEM(rows, i), 3, f))
+            return FALLBACK; /* a DEL row, or no row at all */
+        if (f[0] != name) {
+            name = f[0];
+            found = line_bucket(l, name);
+            if (found == NULL)
+                return PyErr_Occurred() ? FAILED : FALLBACK;
+        }
+        PyObject *old = PyDict_GetItemWithError(found, f[1]);
+        if (old == NULL && PyErr_Occurred())
+            return FAILED;
+        if (old != NULL && !PyBytes_CheckExact(old))
+            return FALLBACK;
+    }
+    PyObject *group = PyList_New(n), *olds = PyList_New(n);
+    int rc = group && olds ? 0 : -1;
+    name = NULL;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        fields_of(PyList_GET_ITEM(rows, i), 3, f);
+        if (f[0] != name) {
+            name = f[0];
+            found = line_bucket(l, name);
+            if (found == NULL) {
+                rc = -1;
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_RuntimeError, "a bucket went away during a frame");
+                break;
+            }
+        }
+        PyObject *old;
+        rc = line_store(l, found, f[1], f[2], &old);
+        if (rc < 0) {
+            Py_XDECREF(old);
+            break;
+        }
+        PyList_SET_ITEM(olds, i, old);
+        PyObject *items[4] = {new_ref(f[0]), new_ref(f[1]), new_ref(f[2]), new_ref(Py_None)};
+        PyObject *op = named(PutOp, 4, items);
+        if (op == NULL) {
+            rc = -1;
+            break;
+        }
+        PyList_SET_ITEM(group, i, op);
+    }
+    if (rc == 0 && n > 0) {
+        PyObject *start = PyLong_FromLong(0);
+        PyObject *items[3] = {new_ref(rows), start, new_ref(olds)};
+        PyObject *entry = named(PutsUndo, 3, items);
+        rc = entry == NULL ? -1 : PyList_Append(r->undo, entry);
+        Py_XDECREF(entry);
+        if (rc == 0)
+            rc = PyList_Append(r->records, group);
+    }
+    Py_XDECREF(group);
+    Py_XDECREF(olds);
+    if (rc < 0)
+        return FAILED;
+    l->counts[C_SETS] += n;
+    *reply = PyBytes_FromFormat("OK %zd\n", n);
+    return *reply == NULL ? FAILED : DONE;
+}
+
+/* One request other than a SET: DONE with *reply, FALLBACK (nothing changed) or FAILED. */
+static int
+line_dispatch(LineRun *l, PyObject *request, PyObject **reply)
+{
+    PyTypeObject *type = Py_TYPE(request);
+    if ((PyObject *)type == GetReq)
+        return line_get(l, request, reply);
+    if ((PyObject *)type == DeleteReq)
+        return line_del(l, request, reply);
+    if ((PyObject *)type == BulkReq)
+        return line_bulk(l, request, reply);
+    return FALLBACK;
+}
+
+/* ``fallback(request)``: its reply (bytes, new reference) with the batch's view reloaded. */
+static PyObject *
+line_fallback(LineRun *l, PyObject *fallback, PyObject *request)
+{
+    if (run_settle_keys(&l->run) < 0)
+        return NULL;
+    PyObject *reply = PyObject_CallOneArg(fallback, request);
+    if (reply != NULL && !PyBytes_CheckExact(reply)) {
+        Py_CLEAR(reply);
+        PyErr_SetString(PyExc_TypeError, "fallback must return bytes");
+    }
+    if (reply != NULL && line_load(l) < 0)
+        Py_CLEAR(reply);
+    return reply;
+}
+
+static PyObject *
+run_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "run_line() takes 6 arguments");
+        return NULL;
+    }
+    if (GetReq == NULL || KeyUndo == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "run_line() before bind() and bind_line()");
+        return NULL;
+    }
+    LineRun l = {0};
+    Run *r = &l.run;
+    r->ks = args[0];
+    r->journal = args[1];
+    PyObject *requests = args[2], *fallback = args[5];
+    r->now_ms = PyLong_AsLongLong(args[3]);
+    long long room = PyLong_AsLongLong(args[4]);
+    if (PyErr_Occurred())
+        return NULL;
+    if (!PyList_CheckExact(requests)) {
+        PyErr_SetString(PyExc_TypeError, "run_line() needs a list of requests");
+        return NULL;
+    }
+    PyObject *replies = PyList_New(0);
+    if (replies == NULL || line_load(&l) < 0)
+        goto error;
+    Py_ssize_t at = 0;
+    while (at < PyList_GET_SIZE(requests) && room >= 0) {
+        PyObject *request = PyList_GET_ITEM(requests, at);
+        PyObject *reply = NULL;
+        if ((PyObject *)Py_TYPE(request) == SetReq) {
+            /* A run of SETs is run whole, as the Python twin's ``put_commands`` does. */
+            Py_ssize_t end = at;
+            while (end < PyList_GET_SIZE(requests)
+                   && (PyObject *)Py_TYPE(PyList_GET_ITEM(requests, end)) == SetReq) {
+                request = PyList_GET_ITEM(requests, end);
+                int done = line_set(&l, request, &reply);
+                if (done == FAILED)
+                    goto error;
+                if (done == FALLBACK) {
+                    reply = line_fallback(&l, fallback, request);
+                    if (reply == NULL)
+                        goto error;
+                    Py_SETREF(reply, new_ref(line_ok)); /* the twin answers the run OK */
+                }
+                int rc = PyList_Append(replies, reply);
+                Py_DECREF(reply);
+                if (rc < 0)
+                    goto error;
+                end++;
+            }
+            room -= (long long)PyBytes_GET_SIZE(line_ok) * (end - at);
+            at = end;
+            continue;
+        }
+        int done = line_dispatch(&l, request, &reply);
+        if (done == FAILED)
+            goto error;
+        if (done == FALLBACK) {
+            reply = line_fallback(&l, fallback, request);
+            if (reply == NULL)
+                goto error;
+        }
+        room -= PyBytes_GET_SIZE(reply);
+        int rc = PyList_Append(replies, reply);
+        Py_DECREF(reply);
+        if (rc < 0)
+            goto error;
+        at++;
+    }
+    if (run_settle_keys(r) < 0)
+        goto error;
+    run_release(r);
+    return Py_BuildValue("(NL(LLLLL))", replies, room, l.counts[C_GETS], l.counts[C_GET_HITS],
+                         l.counts[C_SETS], l.counts[C_DELS], l.counts[C_DEL_HITS]);
+
+error:
+    run_fail(r);
+    Py_XDECREF(replies);
+    return NULL;
+}
+
+static PyObject *
+bind_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "bind_line(Get, Set, Delete, Bulk, PutsUndo, max_value, OK, NIL)");
+        return NULL;
+    }
+    for (int i = 0; i < 5; i++) {
+        if (!PyType_Check(args[i])
+            || !PyType_IsSubtype((PyTypeObject *)args[i], &PyTuple_Type)) {
+            PyErr_SetString(PyExc_TypeError, "bind_line() takes five named tuple types");
+            return NULL;
+        }
+    }
+    Py_ssize_t max_value = PyLong_AsSsize_t(args[5]);
+    if (max_value == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyBytes_CheckExact(args[6]) || !PyBytes_CheckExact(args[7])) {
+        PyErr_SetString(PyExc_TypeError, "bind_line() takes the OK and NIL replies as bytes");
+        return NULL;
+    }
+    PyObject **slots[7] = {&GetReq, &SetReq, &DeleteReq, &BulkReq, &PutsUndo, &line_ok,
+                           &line_nil};
+    for (int i = 0; i < 7; i++) {
+        PyObject *value = args[i < 5 ? i : i + 1];
+        Py_INCREF(value);
+        Py_XSETREF(*slots[i], value);
+    }
+    line_max_value = max_value;
+    Py_RETURN_NONE;
 }
 
 /* plain_end(commands, start, arities) -> end: see ``_plainrun.plain_end_python``. */
@@ -912,6 +1378,10 @@ static PyMethodDef methods[] = {
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(KeyUndo, Put, Remove, Expiring): the types run() builds and recognises"},
+    {"run_line", (PyCFunction)(void (*)(void))run_line, METH_FASTCALL,
+     "run_line(ks, journal, requests, now_ms, room, fallback) -> (replies, room, counts)"},
+    {"bind_line", (PyCFunction)(void (*)(void))bind_line, METH_FASTCALL,
+     "bind_line(Get, Set, Delete, Bulk, PutsUndo, max_value, OK, NIL): what run_line() knows"},
     {NULL, NULL, 0, NULL},
 };
 

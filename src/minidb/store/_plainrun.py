@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from minidb._accelerators import load
-from minidb.store._journal import KeyUndo, OpJournal
+from minidb.protocol import MAX_VALUE_BYTES, NIL, OK, Bulk, Delete, Get, Request, Set
+from minidb.store._journal import KeyUndo, OpJournal, PutsUndo
 from minidb.store._keyspace import Keyspace, _Expiring
 from minidb.wal._ops import Put, Remove
 
@@ -119,6 +120,7 @@ def run_plain_python(
 _c = load("minidb.store._cplain")
 if _c is not None:
     _c.bind(KeyUndo, Put, Remove, _Expiring)
+    _c.bind_line(Get, Set, Delete, Bulk, PutsUndo, MAX_VALUE_BYTES, OK, NIL)
 
 run_plain: Callable[..., tuple[int, bytes, int]] = (
     _c.run if _c is not None else run_plain_python
@@ -131,3 +133,15 @@ plain_end: Callable[[list[list[bytes]], int, dict[bytes, int]], int] = (
 """``plain_end_python``, in C when the accelerator is built."""
 
 ACCELERATED = _c is not None
+
+LineCounts = tuple[int, int, int, int, int]
+"""What ``run_line`` ran itself: GETs, GET hits, SETs (rows of a frame included), DELs, DEL
+hits (what it handed to the fallback, ``StoreState.execute``, counted itself)."""
+
+run_line: Callable[
+    [Keyspace, OpJournal, list[Request], int, int, Callable[[Request], bytes]],
+    tuple[list[bytes], int, LineCounts],
+] | None = _c.run_line if _c is not None else None
+"""The C twin of ``StoreState.execute_all_python`` (one connection's batch of line requests;
+``_cplain.c``, "the line protocol's batch", says which it runs itself), or None when the
+accelerator is not built."""

@@ -56,6 +56,7 @@ from minidb.protocol._line import LF, NOT_REPRESENTABLE, can_carry, is_name
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace, SnapshotParts
 from minidb.store._mailbox import UNBOUNDED_OUTPUT
+from minidb.store._plainrun import run_line
 from minidb.store._results import WrongTypeError
 from minidb.store._values import KIND_OF, Value
 from minidb.wal import Put, encode_container, encode_ops, encode_put, pack_payloads, pack_puts
@@ -214,6 +215,35 @@ class StoreState:
         """``execute`` each of one connection's batch of requests, in order, while ``room``
         (bytes of replies the connection may still be given) is not negative; their replies
         (fewer than the requests if it ran out) and the room left.
+
+        In C when the accelerator is built (``_plainrun.run_line``): plain GETs, SETs, DELs
+        and frames of SETs run there, anything else through ``execute``, in its place. It
+        needs a journal with no group open (every line request closes its own, so that is
+        the owner's case); otherwise, and as the reference, ``execute_all_python``.
+        """
+        if run_line is None or journal is None or journal._open:
+            return self.execute_all_python(requests, journal, now_ms, room)
+        execute = self.execute
+        replies, room, counts = run_line(
+            self.keyspace, journal, requests, now_ms, room,
+            lambda request: execute(request, journal, now_ms),
+        )  # fmt: skip
+        gets, get_hits, sets, dels, del_hits = counts
+        self._gets += gets
+        self._get_hits += get_hits
+        self._sets += sets
+        self._dels += dels
+        self._del_hits += del_hits
+        return replies, room
+
+    def execute_all_python(
+        self,
+        requests: list[Request],
+        journal: OpJournal | None,
+        now_ms: int,
+        room: int = UNBOUNDED_OUTPUT,
+    ) -> tuple[list[bytes], int]:
+        """``execute_all`` in Python: the reference of its C twin.
 
         A run of SETs (what a pipelined bulk load sends) goes to the keyspace as one
         ``put_commands`` call: each SET is still its own journal group, so its own log record,

@@ -1,0 +1,215 @@
+"""The C batch of line requests (``_cplain.run_line``) against its Python twin, the reference.
+
+``StoreState.execute_all`` runs a connection's batch in C when the accelerator is built;
+``execute_all_python`` is the reference. Both sides start from the same keyspace (strings
+with and without deadlines, passed or not, values the line protocol cannot carry, a hash,
+scanned buckets, a watched key) and run the same requests, decoded from random lines by the
+connection's own ``RequestDecoder`` (hostile ones included: over-long names and values, bad
+``BULK`` rows, non-UTF-8 bytes, other verbs): the replies must be equal byte for byte, and so
+must the room left, the keyspace, the statistics, the journal's log bytes, and its undo
+(checked by rolling back).
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minidb.protocol import Bulk, Delete, Get, Request, RequestDecoder, Set
+from minidb.store import Keyspace, OpJournal, StoreState, _plainrun
+from minidb.store._values import hash_from
+from minidb.wal import encode_groups
+
+NOW_MS = 1_700_000_000_000
+
+pytestmark = pytest.mark.accelerator  # tests/sanitizers/run.py runs these under ASan and UBSan
+needs_c = pytest.mark.skipif(_plainrun.run_line is None, reason="C twin not built")
+
+BUCKETS = [b"b0", b"b1", b"new"]
+KEYS = [b"a", b"b", b"c", b"gone", b"later", b"h", b"odd"]
+STORED = [b"v", b"", b"x" * 4096, b"x" * 4097, b"\xff\xfe", "é".encode(), b"l\nf", b"cr\r"]
+"""Values the keyspace may hold (another protocol wrote them): some no line carries."""
+NAMES = [*BUCKETS, *KEYS, b"k" * 64, b"k" * 65, b"b\xff", b"bad!"]
+VALUES = [b"1", b"value with spaces", b"x" * 4096, b"x" * 4097, b"\xff", "é".encode(), b"v\r"]
+
+
+def _line() -> st.SearchStrategy[bytes]:
+    name = st.sampled_from(NAMES)
+    bucket = st.sampled_from(BUCKETS) | name
+    key = st.sampled_from(KEYS) | name
+    value = st.sampled_from(VALUES)
+    keyed = st.tuples(st.sampled_from([b"GET", b"DEL", b"get", b"TTL", b"PERSIST"]), bucket, key)
+    return st.one_of(
+        keyed.map(b" ".join),
+        keyed.map(b" ".join),
+        st.tuples(st.sampled_from([b"SET", b"set"]), bucket, key, value).map(b" ".join),
+        st.tuples(st.just(b"SET"), bucket, key, value).map(b" ".join),
+        st.tuples(st.just(b"EXPIRE"), bucket, key, st.sampled_from([b"0", b"1", b"x"]))
+        .map(b" ".join),
+        st.tuples(st.just(b"SCAN"), bucket, st.just(b"0"), st.just(b"2")).map(b" ".join),
+        st.sampled_from([b"", b"NOPE a b", b"GET  b0 a", b"GET b0", b"SET b0 a", b"\xff\xfe"]),
+        st.binary(max_size=12),
+    )
+
+
+def _frame() -> st.SearchStrategy[bytes]:
+    set_row = st.tuples(st.sampled_from(BUCKETS), st.sampled_from(KEYS), st.sampled_from(VALUES))
+    row = st.one_of(
+        set_row.map(lambda r: b"SET " + b" ".join(r)),
+        set_row.map(lambda r: b"SET " + b" ".join(r)),
+        st.tuples(st.sampled_from(BUCKETS), st.sampled_from(KEYS)).map(
+            lambda r: b"DEL " + b" ".join(r)
+        ),
+        _line(),
+    )
+    return st.lists(row, min_size=1, max_size=6).map(
+        lambda rows: b"\n".join([b"BULK %d" % len(rows), *rows])
+    )
+
+
+def _requests() -> st.SearchStrategy[list[Request]]:
+    lines = st.lists(st.one_of(_line(), _line(), _frame()), max_size=14)
+    return lines.map(lambda ls: RequestDecoder().feed(b"".join(line + b"\n" for line in ls)))
+
+
+def _state(seed: int, watch: bool, scan: bool) -> StoreState:
+    """A store every run starts from: made the same way for both sides."""
+    ks = Keyspace(now_ms=NOW_MS, rng=random.Random(seed))
+    rng = random.Random(seed)
+    journal = OpJournal()
+    for bucket in BUCKETS[:2]:
+        for key in KEYS:
+            roll = rng.random()
+            if roll < 0.25:
+                continue
+            if key == b"h" and roll < 0.6:
+                ks.put_container(bucket, key, hash_from([b"f", b"v"], ks.epoch), None, journal)
+                continue
+            ks.put(bucket, key, rng.choice(STORED) if roll < 0.4 else b"plain", None, journal)
+            if roll > 0.8:  # a deadline, passed or not
+                ks.set_expiry(bucket, key, NOW_MS + rng.choice([-5, 0, 1, 2500]), journal)
+    if scan:
+        if rng.random() < 0.5:
+            ks.scan(b"b0", 0, 2, NOW_MS, journal)  # a SCAN index
+        else:
+            ks.sorted_keys(b"b1")  # the line protocol's SCAN order
+    if watch:
+        ks.watch(rng.choice(BUCKETS), [rng.choice(KEYS)])
+    return StoreState(ks)
+
+
+def _snapshot(state: StoreState) -> tuple[object, ...]:
+    ks = state.keyspace
+    return (
+        sorted(ks.items()),
+        len(ks),
+        sorted(ks.buckets()),
+        [ks.sorted_keys(b) for b in BUCKETS if b in ks._sorted],
+        dict(ks._containers),
+    )
+
+
+def _run(
+    accelerated: bool, seed: int, watch: bool, scan: bool, requests: list[Request], room: int
+) -> tuple[object, ...]:
+    state = _state(seed, watch, scan)
+    before = _snapshot(state)
+    journal = OpJournal()
+    run = state.execute_all if accelerated else state.execute_all_python
+    replies, left = run(requests, journal, NOW_MS, room)
+    journal.close_group()
+    after = _snapshot(state)
+    log = encode_groups(journal.records)
+    stats = (state.statistics(), state.keyspace.statistics())
+    state.rollback(journal)
+    restored = _snapshot(state)[:3] == before[:3]
+    return replies, left, after, stats, log, restored
+
+
+@needs_c
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.integers(0, 10**6),
+    st.booleans(),
+    st.booleans(),
+    _requests(),
+    st.one_of(st.just(1 << 40), st.integers(-1, 60)),
+)
+def test_c_batch_equals_the_python_batch(
+    seed: int, watch: bool, scan: bool, requests: list[Request], room: int
+) -> None:
+    """Same replies, room, keyspace, statistics, log bytes; rollback restores."""
+    c = _run(True, seed, watch, scan, requests, room)
+    python = _run(False, seed, watch, scan, requests, room)
+    assert c == python
+    assert c[-1], "rollback did not restore the keyspace"
+
+
+_SET = st.builds(
+    Set, st.sampled_from(BUCKETS), st.sampled_from(KEYS), st.sampled_from(STORED + VALUES)
+)
+_DIRECT = st.one_of(
+    _SET,
+    _SET,
+    st.builds(Get, st.sampled_from(BUCKETS), st.sampled_from(KEYS)),
+    st.builds(Delete, st.sampled_from(BUCKETS), st.sampled_from(KEYS)),
+    st.lists(_SET, max_size=5).map(lambda rows: Bulk(rows)),
+    st.lists(st.one_of(_SET, st.builds(Delete, st.sampled_from(BUCKETS), st.just(b"a"))),
+             min_size=1, max_size=4).map(lambda rows: Bulk(rows)),
+)
+"""Requests as no decoder makes them (values with LF or over 4096 bytes, an empty frame):
+the C twin must still do exactly what the keyspace does."""
+
+
+@needs_c
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10**6), st.booleans(), st.lists(_DIRECT, max_size=10))
+def test_c_batch_equals_the_python_batch_on_any_request(
+    seed: int, scan: bool, requests: list[Request]
+) -> None:
+    c = _run(True, seed, False, scan, requests, 1 << 40)
+    python = _run(False, seed, False, scan, requests, 1 << 40)
+    assert c == python
+    assert c[-1], "rollback did not restore the keyspace"
+
+
+@needs_c
+def test_c_batch_runs_the_plain_cases_itself() -> None:
+    """The plain GET, SET, DEL and frame never reach the fallback (else the C twin would be
+    the Python path with extra steps, and these tests would prove nothing about C)."""
+    state = _state(0, False, False)
+    state.keyspace.put(b"b0", b"x", b"1", None, None)
+    state.keyspace.put(b"b0", b"y", b"2", None, None)
+    requests: list[Request] = [
+        Set(b"b0", b"k", b"v"), Get(b"b0", b"k"), Get(b"b0", b"nope"), Get(b"none", b"k"),
+        Delete(b"b0", b"k"), Delete(b"b0", b"nope"), Bulk([Set(b"b0", b"r", b"1")]),
+    ]  # fmt: skip
+    journal = OpJournal()
+
+    def refuse(request: Request) -> bytes:
+        raise AssertionError(f"fell back: {request!r}")
+
+    assert _plainrun.run_line is not None
+    replies, room, counts = _plainrun.run_line(
+        state.keyspace, journal, requests, NOW_MS, 1000, refuse
+    )
+    assert replies == [b"OK\n", b"VALUE v\n", b"NIL\n", b"NIL\n", b"OK\n", b"NIL\n", b"OK 1\n"]
+    assert room == 1000 - sum(map(len, replies))
+    assert counts == (3, 1, 2, 2, 1)
+
+
+@needs_c
+def test_an_open_group_leaves_the_batch_to_python() -> None:
+    """A group left open before the batch: Python decides what it becomes (a DEL joins it)."""
+    sides = []
+    for accelerated in (True, False):
+        state = _state(1, False, False)
+        journal = OpJournal()
+        state.keyspace.put(b"b0", b"zz", b"1", None, journal)  # left open
+        run = state.execute_all if accelerated else state.execute_all_python
+        run([Delete(b"b0", b"zz"), Set(b"b0", b"k", b"v")], journal, NOW_MS)
+        sides.append(encode_groups(journal.records))
+    assert sides[0] == sides[1]
