@@ -97,6 +97,7 @@ from minidb.store._journal import (
 )
 from minidb.store._results import WrongTypeError
 from minidb.store._scanindex import ScanIndex
+from minidb.store._streamvalue import StreamValue
 from minidb.store._values import (
     KIND_BY_CODE,
     KIND_OF,
@@ -154,9 +155,9 @@ class _Expiring:
         self._wheel_where = UNFILED
 
 
-Stored = bytes | _Expiring | HashValue | SetValue | ListValue | ZSetValue
+Stored = bytes | _Expiring | HashValue | SetValue | ListValue | ZSetValue | StreamValue
 """A bucket's entry: the value itself, or for a key with a deadline its ``_Expiring`` record."""
-C = TypeVar("C", HashValue, SetValue, ListValue, ZSetValue)
+C = TypeVar("C", HashValue, SetValue, ListValue, ZSetValue, StreamValue)
 
 
 class SnapshotParts(NamedTuple):
@@ -362,8 +363,8 @@ class Keyspace:
                 elif type(value) is HashValue:
                     flat = tuple(x for pair in sorted(value.items()) for x in pair)
                     yield PutContainer(name, key, KIND_OF[HashValue].code, flat, deadline)
-                elif type(value) is ListValue or type(value) is ZSetValue:
-                    kind = KIND_OF[type(value)]  # a sorted set in rank order
+                elif type(value) in (ListValue, ZSetValue, StreamValue):
+                    kind = KIND_OF[type(value)]  # a sorted set in rank order, a stream by id
                     yield PutContainer(name, key, kind.code, tuple(kind.elements(value)), deadline)
                 else:
                     members = tuple(sorted(cast(SetValue, value)))
@@ -871,7 +872,7 @@ class Keyspace:
             elif value is not None:
                 container = self._changing(op.bucket, op.key)
                 kind.remove(container, op.elements)
-                if not container:
+                if not container and not kind.keeps_empty:
                     self._delete(op.bucket, op.key)
         elif isinstance(op, LIST_OPS):
             value = self.peek(op.bucket, op.key)
@@ -948,13 +949,13 @@ class Keyspace:
         self._expired_lazily += 1
         self.remove(bucket, key, journal)
 
-    def _changing(self, bucket: bytes, key: bytes) -> Container:
+    def _changing(self, bucket: bytes, key: bytes) -> Container | StreamValue:
         """The container at an existing key, about to change in place: first copied into the
         key's place if a snapshot being written may read it (see the docstring); watchers
         touched."""
         stored = self._buckets[bucket][key]
         record = stored if isinstance(stored, _Expiring) else None
-        value = cast(Container, record.value if record is not None else stored)
+        value = cast(Container | StreamValue, record.value if record is not None else stored)
         if value.epoch < self._cow_below:
             value = KIND_OF[type(value)].copy(value, self._epoch)
             if record is not None:

@@ -31,8 +31,9 @@ replay share, so both convert alike, and every push passes there.
 
 Each kind of container is one ``Kind``: its code in the log (``minidb.wal.KIND_*``), its
 ``TYPE`` name, and how the log's element operations build, add to and remove from it, which
-is what replay (``Keyspace.apply_ops``) and the commands share. Streams are to plug in as
-another kind.
+is what replay (``Keyspace.apply_ops``) and the commands share. A stream is one more kind
+(``_streamvalue``: entries by id and the metadata that outlives them; it is the only kind
+kept when emptied, as Redis keeps an empty stream).
 
 A sorted set is a ``dict`` of member -> score (a ``float``, never NaN) with a fourth slot,
 ``order``: a ``sortedcontainers.SortedList`` of (score, member), Redis's order, for O(log n)
@@ -53,10 +54,19 @@ from sortedcontainers import SortedList
 
 from minidb.store._numbers import parse_int
 from minidb.store._scanindex import ScanIndex
+from minidb.store._streamvalue import (
+    StreamValue,
+    new_stream,
+    stream_apply,
+    stream_copy,
+    stream_elements,
+    stream_from,
+)
 from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
     KIND_SET,
+    KIND_STREAM,
     KIND_ZSET,
     ListInsert,
     ListOp,
@@ -132,7 +142,8 @@ class ZSetValue(dict[bytes, float]):
 
 
 Container = HashValue | SetValue | ListValue | ZSetValue
-Value = bytes | HashValue | SetValue | ListValue | ZSetValue
+"""A container of elements (``bytes``); a stream, whose elements are entries, is apart."""
+Value = bytes | HashValue | SetValue | ListValue | ZSetValue | StreamValue
 """What a key holds (an expiring key holds it in its ``_Expiring`` record)."""
 
 
@@ -611,6 +622,8 @@ class Kind:
     """``RemoveElements`` applied."""
     copy: Callable[[Any, int], Any]
     """A copy with the same encoding, at an epoch."""
+    keeps_empty: bool = False
+    """Whether the key stays when its last element goes (a stream: Redis keeps it)."""
 
 
 HASH = Kind(
@@ -631,10 +644,17 @@ ZSET = Kind(
     lambda elements, epoch: zset_from(_pairs(elements), epoch), _zset_add, zset_remove,
     _zset_copy,
 )  # fmt: skip
-KIND_OF: dict[type, Kind] = {HashValue: HASH, SetValue: SET, ListValue: LIST, ZSetValue: ZSET}
+STREAM = Kind(
+    StreamValue, KIND_STREAM, "stream", stream_elements,
+    lambda elements, epoch: new_stream(epoch), stream_from, stream_apply, stream_apply,
+    stream_copy, keeps_empty=True,
+)  # fmt: skip
+KIND_OF: dict[type, Kind] = {
+    HashValue: HASH, SetValue: SET, ListValue: LIST, ZSetValue: ZSET, StreamValue: STREAM
+}  # fmt: skip
 """Container class -> its kind."""
 KIND_BY_CODE: dict[int, Kind] = {
-    HASH.code: HASH, SET.code: SET, LIST.code: LIST, ZSET.code: ZSET
+    HASH.code: HASH, SET.code: SET, LIST.code: LIST, ZSET.code: ZSET, STREAM.code: STREAM
 }  # fmt: skip
 """The log's kind -> its kind."""
 TYPE_NAMES = ("string", "list", "set", "zset", "hash", "stream")

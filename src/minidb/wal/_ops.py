@@ -11,7 +11,9 @@ string. Its snapshot form is ``PutContainer``; a command's effect on some of its
 ``AddElements`` / ``RemoveElements``; a key moved or copied whatever its type is ``Rename`` /
 ``Copy``, bounded by the names rather than the value. A list changes by position, never by
 value: ``ListPush``, ``ListPop``, ``ListSet``, ``ListInsert``, ``ListRemove``. A sorted set
-(kind 4) uses the container ops: members with their scores added, members removed.
+(kind 4) uses the container ops: members with their scores added, members removed. A stream
+(kind 5) too, its elements typed by their first byte: entries and metadata added, entries
+deleted by id or trimmed up to an id (``docs/wal-format.md``, "Streams").
 
 Times are milliseconds since the Unix epoch (wall clock), because they must mean the same
 instant after a restart on another boot. ``docs/wal-format.md`` specifies the byte encoding;
@@ -65,8 +67,98 @@ by value: the ``List*`` ops change a list by position)."""
 KIND_ZSET = 4
 """A sorted set: its elements are members and scores in turn, each score 8 bytes, an IEEE 754
 double little-endian, never NaN (``encode_score``); removed by member."""
-KINDS = (KIND_HASH, KIND_SET, KIND_LIST, KIND_ZSET)
-"""The container kinds the format defines so far (5 stream is reserved)."""
+KIND_STREAM = 5
+"""A stream: every element starts with its type byte (``STREAM_META``, ``STREAM_ENTRY``,
+``STREAM_DELETE``, ``STREAM_TRIM``; ``encode_stream_*``); an emptied stream is kept."""
+KINDS = (KIND_HASH, KIND_SET, KIND_LIST, KIND_ZSET, KIND_STREAM)
+"""The container kinds the format defines."""
+
+STREAM_META = 0
+"""A stream element: the stream's last id, entries added and greatest deleted id."""
+STREAM_ENTRY = 1
+"""A stream element: an entry appended, its id and field/value pairs."""
+STREAM_DELETE = 2
+"""A stream element: the entry of this id deleted."""
+STREAM_TRIM = 3
+"""A stream element: every entry whose id is at most this one deleted."""
+STREAM_ID_MAX = (1 << 128) - 1
+"""The greatest stream id, ``18446744073709551615-18446744073709551615``. A stream id is held
+as one int, ``ms << 64 | seq``, so ids compare as ints."""
+_U64 = (1 << 64) - 1
+_STREAM_ID = struct.Struct("<BQQ")
+_STREAM_META = struct.Struct("<BQQQQQ")
+_STREAM_ENTRY_HEAD = struct.Struct("<BQQ")
+_LEN = struct.Struct("<I")
+
+StreamElement = (
+    tuple[int, int, int, int]  # (STREAM_META, last id, entries added, max deleted id)
+    | tuple[int, int, tuple[bytes, ...]]  # (STREAM_ENTRY, id, (field, value, ...))
+    | tuple[int, int]  # (STREAM_DELETE or STREAM_TRIM, id)
+)
+
+
+def encode_stream_meta(last_id: int, entries_added: int, max_deleted_id: int) -> bytes:
+    """A META element (41 bytes)."""
+    return _STREAM_META.pack(
+        STREAM_META, last_id >> 64, last_id & _U64, entries_added,
+        max_deleted_id >> 64, max_deleted_id & _U64,
+    )  # fmt: skip
+
+
+def encode_stream_entry(entry_id: int, pairs: tuple[bytes, ...]) -> bytes:
+    """An ENTRY element: the id, then each field and value with its u32 length."""
+    parts = [_STREAM_ENTRY_HEAD.pack(STREAM_ENTRY, entry_id >> 64, entry_id & _U64)]
+    pack = _LEN.pack
+    for item in pairs:
+        parts += (pack(len(item)), item)
+    return b"".join(parts)
+
+
+def encode_stream_id(what: int, entry_id: int) -> bytes:
+    """A DELETE or TRIM element (17 bytes)."""
+    return _STREAM_ID.pack(what, entry_id >> 64, entry_id & _U64)
+
+
+def decode_stream_element(element: bytes) -> StreamElement:
+    """What ``encode_stream_*`` wrote, as a tuple led by its type; ``ValueError`` otherwise."""
+    if not element:
+        raise ValueError("an empty stream element")
+    what = element[0]
+    if what == STREAM_META:
+        if len(element) != _STREAM_META.size:
+            raise ValueError(f"a stream META is {_STREAM_META.size} bytes, not {len(element)}")
+        _, last_ms, last_seq, added, del_ms, del_seq = _STREAM_META.unpack(element)
+        return (STREAM_META, last_ms << 64 | last_seq, added, del_ms << 64 | del_seq)
+    if what in (STREAM_DELETE, STREAM_TRIM):
+        if len(element) != _STREAM_ID.size:
+            raise ValueError(f"a stream DELETE or TRIM is 17 bytes, not {len(element)}")
+        _, ms, seq = _STREAM_ID.unpack(element)
+        return (what, ms << 64 | seq)
+    if what != STREAM_ENTRY:
+        raise ValueError(f"unknown stream element type {what}")
+    if len(element) < _STREAM_ENTRY_HEAD.size:
+        raise ValueError("a stream ENTRY cut short")
+    _, ms, seq = _STREAM_ENTRY_HEAD.unpack_from(element)
+    pos, size = _STREAM_ENTRY_HEAD.size, len(element)
+    pairs = []
+    while pos < size:
+        if pos + 4 > size:
+            raise ValueError("a stream ENTRY's field length cut short")
+        (length,) = _LEN.unpack_from(element, pos)
+        end = pos + 4 + length
+        if end > size:
+            raise ValueError("a stream ENTRY's field runs past its end")
+        pairs.append(element[pos + 4 : end])
+        pos = end
+    if not pairs or len(pairs) % 2:
+        raise ValueError(f"a stream ENTRY holds {len(pairs)} fields and values, not pairs")
+    return (STREAM_ENTRY, ms << 64 | seq, tuple(pairs))
+
+
+def format_stream_id(entry_id: int) -> bytes:
+    """An id as Redis prints it, ``<ms>-<seq>``."""
+    return b"%d-%d" % (entry_id >> 64, entry_id & _U64)
+
 
 _SCORE = struct.Struct("<d")
 

@@ -25,8 +25,13 @@ from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
     KIND_SET,
+    KIND_STREAM,
     KIND_ZSET,
     KINDS,
+    STREAM_DELETE,
+    STREAM_ENTRY,
+    STREAM_META,
+    STREAM_TRIM,
     AddElements,
     Copy,
     Expire,
@@ -43,6 +48,8 @@ from minidb.wal._ops import (
     RemoveElements,
     Rename,
     decode_score,
+    decode_stream_element,
+    format_stream_id,
 )
 
 TAG_PUT = 1
@@ -87,7 +94,7 @@ _LIST_AT_OPS: dict[int, type[ListSet | ListInsert | ListRemove]] = {
     TAG_LIST_REMOVE: ListRemove,
 }
 _LIST_AT_TAGS: dict[type, int] = {op: tag for tag, op in _LIST_AT_OPS.items()}
-_STEP = {KIND_HASH: 2, KIND_SET: 1, KIND_LIST: 1, KIND_ZSET: 2}
+_STEP = {KIND_HASH: 2, KIND_SET: 1, KIND_LIST: 1, KIND_ZSET: 2, KIND_STREAM: 1}
 """Elements per unit of each container kind: a hash's field and value go together, and a
 sorted set's member and score."""
 _pack_keyed = _KEYED.pack
@@ -250,7 +257,7 @@ def encode_ops(ops: Iterable[Op]) -> bytes:
                 parts += _elements(elements)
             elif kind is PutContainer:
                 b, k, code, elements, ms = fields
-                _check_elements(code, elements, whole=True)
+                _check_elements(code, elements, whole=True, put=True)
                 head = _CONTAINER.pack(
                     TAG_PUT_CONTAINER, code, _expiry(ms), len(b), len(k), len(elements)
                 )
@@ -303,7 +310,9 @@ def _elements(elements: tuple[bytes, ...]) -> list[bytes]:
     return parts
 
 
-def _check_elements(kind: int, elements: tuple[bytes, ...], *, whole: bool) -> None:
+def _check_elements(
+    kind: int, elements: tuple[bytes, ...], *, whole: bool, put: bool = False
+) -> None:
     # What the decoder refuses, refused before it is written: an unknown kind, no elements, a
     # hash's field without its value (``whole``: the elements are units, not only fields).
     if kind not in KINDS:
@@ -315,6 +324,24 @@ def _check_elements(kind: int, elements: tuple[bytes, ...], *, whole: bool) -> N
     if whole and kind == KIND_ZSET:
         for score in elements[1::2]:
             decode_score(score)
+    if kind == KIND_STREAM:
+        check_stream_elements(elements, put=put, remove=not whole)
+
+
+_STREAM_ADDS = frozenset((STREAM_META, STREAM_ENTRY))
+_STREAM_REMOVES = frozenset((STREAM_META, STREAM_DELETE, STREAM_TRIM))
+
+
+def check_stream_elements(elements: tuple[bytes, ...], *, put: bool, remove: bool) -> None:
+    """``ValueError`` unless each element of a stream operation decodes and is of a type the
+    operation takes (``docs/wal-format.md``, "Streams"): a ``PutContainer`` (``put``) a META
+    then ENTRYs, an ``AddElements`` ENTRYs and METAs, a ``RemoveElements`` (``remove``)
+    DELETEs, TRIMs and METAs."""
+    allowed = _STREAM_REMOVES if remove else _STREAM_ADDS
+    for at, element in enumerate(elements):
+        what = decode_stream_element(element)[0]
+        if what not in allowed or (put and (what == STREAM_META) != (at == 0)):
+            raise ValueError(f"a stream element of type {what} where it cannot be")
 
 
 CONTAINER_CHUNK_BYTES = 64 * 1024
@@ -483,6 +510,13 @@ def _decode_typed(payload: bytes, pos: int, ops: list[Op]) -> int:
         elements, end = _take_elements(payload, at + blen + klen, count)
         if kind == KIND_ZSET and tag != TAG_REMOVE_ELEMENTS:
             _check_scores(elements, pos)
+        elif kind == KIND_STREAM:
+            try:
+                check_stream_elements(
+                    elements, put=tag == TAG_PUT_CONTAINER, remove=tag == TAG_REMOVE_ELEMENTS
+                )
+            except ValueError as exc:
+                raise PayloadError(f"bad stream element: {exc}", pos) from None
         if tag == TAG_PUT_CONTAINER:
             expiry = None if ms == NO_EXPIRY else ms
             ops.append(PutContainer(bucket, key, kind, elements, expiry))
@@ -618,6 +652,10 @@ def describe(ops: Iterable[Op]) -> str:
             shown = op.elements
             if op.kind == KIND_ZSET and type(op) is not RemoveElements:
                 shown = _scores_shown(shown)
+            elif op.kind == KIND_STREAM:
+                where = f"{escape(op.bucket)} {escape(op.key)}"
+                words.append(f"{verb} {where} {_stream_shown(shown)}")
+                continue
             text = " ".join([verb, escape(op.bucket), escape(op.key), *map(escape, shown)])
             ms = op.expire_at_ms if type(op) is PutContainer else None
             words.append(text if ms is None else f"{text} PXAT {ms}")
@@ -637,6 +675,24 @@ def _scores_shown(elements: tuple[bytes, ...]) -> tuple[bytes, ...]:
     for member, score in zip(elements[::2], elements[1::2], strict=True):
         shown += (repr(decode_score(score)).encode(), member)
     return tuple(shown)
+
+
+def _stream_shown(elements: tuple[bytes, ...]) -> str:
+    """A stream's elements as words, ``,`` between elements (``docs/wal-format.md``)."""
+    shown = []
+    for element in elements:
+        decoded = decode_stream_element(element)
+        if decoded[0] == STREAM_META:
+            _, last, added, deleted = decoded  # type: ignore[misc]
+            ids = (format_stream_id(last).decode(), format_stream_id(deleted).decode())
+            shown.append(f"META {ids[0]} {added} {ids[1]}")
+        elif decoded[0] == STREAM_ENTRY:
+            _, entry_id, pairs = decoded  # type: ignore[misc]
+            shown.append(" ".join([format_stream_id(entry_id).decode(), *map(escape, pairs)]))
+        else:
+            verb = "DEL" if decoded[0] == STREAM_DELETE else "TRIM"
+            shown.append(f"{verb} {format_stream_id(decoded[1]).decode()}")
+    return " , ".join(shown)
 
 
 def _describe_list_op(op: Op) -> str:
@@ -659,5 +715,6 @@ _KIND_WORDS = {
     KIND_SET: ("PUTSET", "SADD", "SREM"),
     KIND_LIST: ("PUTLIST", "RPUSH", "-"),
     KIND_ZSET: ("PUTZSET", "ZADD", "ZREM"),
+    KIND_STREAM: ("PUTSTREAM", "XADD", "XDEL"),
 }
 """How ``describe`` names the container operations of each kind: put, add, remove."""
