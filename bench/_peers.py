@@ -145,11 +145,15 @@ def _popen(command: list[str], wrapper: Sequence[str]) -> subprocess.Popen[bytes
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
 
 
-def start_redis(policy: str, wrapper: Sequence[str] = (), timeout: float = START_TIMEOUT_S) -> Peer:
+def start_redis(policy: str, wrapper: Sequence[str] = (), timeout: float = START_TIMEOUT_S,
+                appendonly: bool = True) -> Peer:  # fmt: skip
+    """redis-server in ``policy``; without ``appendonly``, no persistence at all (no AOF and
+    its buffers: ``bench/memory.py`` weighs the data alone)."""
     data = tempfile.TemporaryDirectory(prefix="vs-redis-")
     port = free_port()
     args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", data.name, "--save", "",
-            "--appendonly", "yes", "--appendfsync", policy, "--daemonize", "no"]  # fmt: skip
+            "--appendonly", "yes" if appendonly else "no", "--appendfsync", policy,
+            "--daemonize", "no"]  # fmt: skip
     proc = _popen([shutil.which("redis-server") or "redis-server", *args], wrapper)
     wait_port(port, proc, timeout)
     return Peer("redis", proc, port, data)
