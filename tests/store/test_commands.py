@@ -581,8 +581,9 @@ def test_commands_validate_for_queueing() -> None:
 
 
 def test_commands_table_flags() -> None:
-    """Every command is exactly one of write or readonly, or session-only (SELECT, WATCH)."""
-    session_only = {b"select", b"watch", b"unwatch"}
+    """Every command is exactly one of write or readonly, or session-only (SELECT, WATCH), or
+    touches no key at all (PUBLISH, SPUBLISH: neither in Redis either)."""
+    session_only = {b"select", b"watch", b"unwatch", b"publish", b"spublish"}
     for name, cmd in COMMANDS.items():
         kinds = cmd.flags & {"write", "readonly"}
         assert len(kinds) == (0 if name in session_only else 1), name

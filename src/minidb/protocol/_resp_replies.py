@@ -10,6 +10,11 @@ The hot answers cost no formatting: ``+OK``, bulk headers and integers below
 three parts joined once (a value is copied once, into the joined reply). The table of
 differences between the versions is in ``_results``; ``format_double`` writes a float as
 Redis's ``d2string`` does.
+
+Two shapes exist only for pub/sub: ``Push``, an out-of-band frame (RESP3's ``>``, an array in
+RESP2: a subscribed RESP2 client tells a message from a reply by its first element), and
+``Frames``, several top-level replies to one command (``SUBSCRIBE a b`` answers one frame per
+channel).
 """
 
 from __future__ import annotations
@@ -46,6 +51,20 @@ _NULL = (b"$-1\r\n", b"_\r\n")
 _NULL_ARRAY = (b"*-1\r\n", b"_\r\n")
 _TRUE = (b":1\r\n", b"#t\r\n")
 _FALSE = (b":0\r\n", b"#f\r\n")
+
+
+
+class Push(list["Result"]):
+    """A push frame: ``>n`` in RESP3, ``*n`` in RESP2 (pub/sub messages and confirmations)."""
+
+    __slots__ = ()
+
+
+class Frames(tuple["Result", ...]):
+    """Several replies back to back, no header: the frames one command answers."""
+
+    __slots__ = ()
+
 
 PROTOCOLS: Final = (2, 3)
 """The protocol versions ``HELLO`` may select."""
@@ -153,6 +172,14 @@ def _append(out: list[bytes], result: Result, v3: int) -> None:
             _append(out, member, v3)
     elif kind is NullArray:
         out.append(_NULL_ARRAY[v3])
+    elif kind is Push:
+        frame: list[Result] = result  # type: ignore[assignment]
+        out.append(b">%d\r\n" % len(frame) if v3 else _header(_ARRAY, b"*", len(frame)))
+        for item in frame:
+            _append(out, item, v3)
+    elif kind is Frames:
+        for item in result:  # type: ignore[union-attr]
+            _append(out, item, v3)
     elif kind is Verbatim:
         verbatim: Verbatim = result  # type: ignore[assignment]
         text = verbatim.text.encode("utf-8", "surrogateescape")

@@ -167,6 +167,7 @@ class Connection(asyncio.Protocol):
         self._opened_at = 0.0
         self._peer = "?"
         self.requests = 0
+        self._pushed = 0  # bytes of pushed output waiting in line (see ``push``)
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -485,6 +486,8 @@ class Connection(asyncio.Protocol):
                 # handed back so far; wait for that.
                 break
             pending.popleft()
+            if batch.requests is _PUSHED:
+                self._pushed -= sum(map(len, replies))
             done += batch.size
             out += replies
             if now is None:
@@ -506,6 +509,30 @@ class Connection(asyncio.Protocol):
         # pause_writing() ran inside write() if it crossed the soft limit; only then can the
         # hard one have been crossed, so the common path pays no buffer-size call.
         if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
+            self._drop_for_output(transport)
+
+    def push(self, data: bytes) -> None:
+        """Write output no request asked for (pub/sub messages) after every reply already owed:
+        at once if none is, else queued in line behind them as an answered batch of no
+        requests. Bounded like replies: past ``--output-hard-limit`` counting what is unsent
+        and what waits in line, the connection is dropped (Redis's pubsub class), so a
+        subscriber that does not read never holds more than that."""
+        transport = self._transport
+        if self._closed or transport is None:
+            return
+        pending = self._pending
+        if not pending:
+            self._write(data)
+            return
+        last = pending[-1]
+        if last.requests is _PUSHED:
+            last.replies.append(data)  # type: ignore[union-attr]
+        else:
+            batch = Batch(_PUSHED, self, self._loop.time() + self._request_timeout_s, size=0)
+            batch.replies = [data]
+            pending.append(batch)
+        self._pushed += len(data)
+        if self._pushed + transport.get_write_buffer_size() > self._hard_limit:
             self._drop_for_output(transport)
 
     def output_room(self) -> int:
@@ -623,6 +650,10 @@ class Connection(asyncio.Protocol):
         self._closed = True
         if self._transport is not None:
             self._transport.abort()
+
+
+_PUSHED: list[Any] = []
+"""The ``requests`` of a batch ``push`` queued: output no request asked for (never changed)."""
 
 
 class _NoReader:

@@ -92,6 +92,10 @@ logged here like any group. The expiry timer removes due keys without logging th
 primary logs their removal, which arrives as a shipped record). ``promote()`` makes it a primary:
 from the next group on, client writes are taken and logged after the last record it applied.
 
+Pub/sub: PUBLISH runs here in order with the data commands and only notes its message
+(``_pubsub``); ``_release`` delivers the group's messages after its replies, so a subscriber
+never sees a message before the writes that preceded the PUBLISH are logged and synced.
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -126,6 +130,7 @@ from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
+from minidb.store._pubsub import PubSub, registry_for
 from minidb.store._state import StoreState
 from minidb.wal import encode_groups
 
@@ -273,6 +278,8 @@ class StoreOwner:
         self._inline = 0
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
+        self.pubsub: PubSub = registry_for(state.keyspace)
+        """Subscriptions, and the messages the group's PUBLISHes left for ``_release``."""
 
     # -- the task ------------------------------------------------------------------------
 
@@ -572,6 +579,8 @@ class StoreOwner:
         # One flush per connection per group: each connection writes its replies once.
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
+        if self.pubsub.outbox:  # delivered only now: logged (and synced) with what preceded
+            self.pubsub.release()
 
     def _execute_refusing(
         self, batch: Batch, now_ms: int, outcome: str, room: int
@@ -616,6 +625,7 @@ class StoreOwner:
     def _fail_group(self, batches: list[Batch], reason: str, now_ms: int) -> list[list[bytes]]:
         state = self.state
         state.rollback(self._journal)
+        self.pubsub.discard()  # the reads run again below, PUBLISH among them
         self._read_only = reason
         why = "not logged: " + reason
         not_logged = error_reply(why)

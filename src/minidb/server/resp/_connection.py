@@ -45,6 +45,7 @@ from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
 from minidb.server._connection import Connection
 from minidb.server._hub import Hub
 from minidb.server.resp._executor import OwnerSide, RespExecutor, RespRequest, unwatch_request
+from minidb.server.resp._pubsub import message_frames
 from minidb.server.resp._session import RespSession, SessionConfig, SessionEnv
 from minidb.server.resp._types import (
     Close,
@@ -58,6 +59,7 @@ from minidb.server.resp._types import (
     ReplyAndClose,
 )
 from minidb.store import PLAIN_READS, Batch
+from minidb.store._pubsub import Message
 
 BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
 """A request the owner did not answer within ``--request-timeout`` (genuine overload)."""
@@ -257,8 +259,12 @@ class RespConnection(Connection):
         self._executor = context.executor
         self._owner = hub.owner
         self.side = OwnerSide()
-        self.session = RespSession(context.next_id(), context.config)
-        self.requests_decoder = RespRequests(self.session, self.side, context)
+        self.session = session = RespSession(context.next_id(), context.config)
+        # Subscriptions live in the owner's registry, where PUBLISH looks, under this
+        # connection: its messages are written here (``receive``).
+        session.pubsub = hub.owner.pubsub
+        session.subscriber = self
+        self.requests_decoder = RespRequests(session, self.side, context)
         super().__init__(hub, loop, self.requests_decoder)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -349,7 +355,17 @@ class RespConnection(Connection):
     def _refusals(self, requests: list[Any], reply: bytes) -> list[bytes]:
         return [reply * self._weight_of(request) for request in requests]
 
+    def receive(self, messages: list[tuple[Message, bytes | None]]) -> None:
+        """Pub/sub messages for this client (the owner's call when a group is released), in
+        the protocol the session speaks now: after every reply already owed, and counted
+        against the output limits like any reply (past the hard limit: dropped)."""
+        try:
+            self.push(message_frames(messages, self.session.protocol))
+        except Exception as exc:
+            self._fail("receive", exc)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self.session.forget_subscriptions()
         super().connection_lost(exc)
         if self.requests_decoder.watched:
             # The keyspace holds this connection's watch: one last request forgets it. Sent

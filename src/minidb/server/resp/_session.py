@@ -55,6 +55,17 @@ from minidb.server.resp._errors import (
     wrong_arity,
 )
 from minidb.server.resp._info import InfoSnapshot, ServerFacts, render_info, sections_for
+from minidb.server.resp._pubsub import (
+    ALLOWED_WHEN_SUBSCRIBED,
+    NOT_IN_MULTI,
+    SUBSCRIBE_FAMILY,
+    psubscribe,
+    pubsub_command,
+    punsubscribe,
+    subscribe,
+    subscribed_mode_error,
+    unsubscribe,
+)
 from minidb.server.resp._types import (
     OK,
     PONG,
@@ -76,6 +87,7 @@ from minidb.server.resp._types import (
     parse_integer,
 )
 from minidb.store import plain_arity, plain_end
+from minidb.store._pubsub import Message, PubSub, Receiver
 
 DEFAULT_BUCKET = b"0"
 """What a new connection has selected: Redis's db 0."""
@@ -115,6 +127,8 @@ class SessionConfig:
     commands: CommandTable = field(default_factory=CommandTable.default)
     password: bytes | None = None
     """``--requirepass`` / ``MINIDB_PASSWORD``; ``None``: every connection is authenticated."""
+    pubsub: PubSub = field(default_factory=PubSub)
+    """The subscriptions of every session (a server's connection uses its owner's instead)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +176,11 @@ class RespSession:
         self.last_command = "NULL"
         self.owner_side: object = None
         """The connection's state on the data owner's side, passed on in each ``Forward``."""
+        self.pubsub = config.pubsub
+        self.subscriber: Receiver = _Inbox()
+        """Who this session's subscriptions deliver to (its connection, once it has one)."""
+        self.restricted = False
+        """Subscribed in RESP2: only the subscribe family, PING, QUIT and RESET may run."""
         self._table = config.commands
         self._plain = config.commands.plain_data
         self._queue: list[tuple[list[bytes], CommandSpec]] | None = None
@@ -222,6 +241,10 @@ class RespSession:
             return self._reject(wrong_arity(spec.name), spec)
         if not self.authenticated and not spec.no_auth:
             return self._reject(NOAUTH, spec)
+        if spec.top in SUBSCRIBE_FAMILY and self._queue is not None:
+            return self._reject(NOT_IN_MULTI, spec)
+        if self.restricted and spec.top not in ALLOWED_WHEN_SUBSCRIBED:
+            return self._reject(subscribed_mode_error(spec.name), spec)
         if self._queue is not None and spec.name not in _RUN_IN_MULTI:
             if self._doomed:  # a doomed transaction is not worth the memory (Redis)
                 return Reply(QUEUED, self.protocol)
@@ -260,7 +283,7 @@ class RespSession:
 
     def plain_end(self, commands: list[list[bytes]], start: int) -> int:
         """``plain_run`` without counting anything: where the run would end."""
-        if self._queue is not None or not self.authenticated or self.closing:
+        if self._queue is not None or not self.authenticated or self.closing or self.restricted:
             return start
         return plain_end(commands, start, _RUN_ARITY)
 
@@ -330,11 +353,37 @@ class RespSession:
         self._watched.clear()
         return OK
 
+    # -- pub/sub -------------------------------------------------------------------------------
+
+    def pubsub_changed(self) -> None:
+        """Subscriptions or protocol changed: in RESP2 with subscriptions the connection may
+        run only the subscribe family, PING, QUIT and RESET (Redis 7), so the fast path for
+        data commands is off (an empty table) and runs of plain commands are not made."""
+        self.restricted = self.protocol == 2 and self.pubsub.subscribed(self.subscriber)
+        self._plain = {} if self.restricted else self._table.plain_data
+
+    def forget_subscriptions(self) -> None:
+        """RESET or a closed connection: every subscription goes, without confirmations."""
+        self.pubsub.drop(self.subscriber)
+        self.pubsub_changed()
+
+    @property
+    def subscriptions(self) -> tuple[int, int, int]:
+        """Channels, patterns and shard channels subscribed to (CLIENT LIST's sub, psub, ssub)."""
+        me, registry = self.subscriber, self.pubsub
+        return (
+            len(registry.channels_of(me)),
+            len(registry.patterns_of(me)),
+            registry.shard_count(me),
+        )
+
     # -- connection commands -----------------------------------------------------------------
 
     def _ping(self, argv: list[bytes], env: SessionEnv) -> Result:
         if len(argv) > 2:  # arity -1 admits it; Redis's pingCommand refuses it
             return ErrorReply("ERR wrong number of arguments for 'ping' command")
+        if self.restricted:  # Redis answers a subscribed RESP2 client with an array
+            return [b"pong", argv[1] if len(argv) == 2 else b""]
         return argv[1] if len(argv) == 2 else PONG
 
     def _echo(self, argv: list[bytes], env: SessionEnv) -> Result:
@@ -400,6 +449,7 @@ class RespSession:
             self.name = name or None
         if version:
             self.protocol = version
+            self.pubsub_changed()  # subscribed and back to RESP2: restricted again
         return {
             b"server": b"redis",
             b"version": self.config.facts.redis_version.encode(),
@@ -430,6 +480,7 @@ class RespSession:
         self.authenticated = self.config.password is None
         self.name = None
         self.no_evict = self.no_touch = False
+        self.forget_subscriptions()
         return Simple("RESET")
 
     def _info(self, argv: list[bytes], env: SessionEnv) -> Result:
@@ -445,6 +496,19 @@ class RespSession:
         return command_command(argv, self._table)
 
 
+class _Inbox:
+    """A session's subscriber until a connection takes its place: keeps what it receives
+    (the pure tests read it)."""
+
+    __slots__ = ("received",)
+
+    def __init__(self) -> None:
+        self.received: list[tuple[Message, bytes | None]] = []
+
+    def receive(self, messages: list[tuple[Message, bytes | None]]) -> None:
+        self.received += messages
+
+
 _HANDLERS: dict[str, _Handler] = {
     "auth": RespSession._auth,
     "client": RespSession._client,
@@ -456,9 +520,16 @@ _HANDLERS: dict[str, _Handler] = {
     "info": RespSession._info,
     "multi": RespSession._multi,
     "ping": RespSession._ping,
+    "psubscribe": psubscribe,
+    "pubsub": pubsub_command,
+    "punsubscribe": punsubscribe,
     "reset": RespSession._reset,
     "select": RespSession._select,
+    "ssubscribe": subscribe,
+    "subscribe": subscribe,
+    "sunsubscribe": unsubscribe,
     "time": RespSession._time,
+    "unsubscribe": unsubscribe,
     "unwatch": RespSession._unwatch,
 }
 """Connection commands by top-level name (QUIT, EXEC and WATCH return actions, see ``handle``)."""
