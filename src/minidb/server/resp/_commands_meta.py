@@ -580,6 +580,48 @@ STREAM_COMMANDS: tuple[CommandSpec, ...] = (
 )  # fmt: skip
 """The stream commands (``store._streams``, no consumer groups), with Redis 7.2's metadata."""
 
+_PS = {"group": "pubsub", "categories": ("pubsub",)}
+_PS_LISTEN = "pubsub noscript loading stale"
+PUBSUB_SUBCOMMANDS = (
+    _local("pubsub|channels", -2, "pubsub loading stale", since="2.8.0", **_PS,
+        summary="Returns the active channels."),
+    _local("pubsub|help", 2, "loading stale", since="6.2.0", group="pubsub",
+        summary="Returns helpful text about the different subcommands."),
+    _local("pubsub|numpat", 2, "pubsub loading stale", since="2.8.0", **_PS,
+        summary="Returns a count of unique pattern subscriptions."),
+    _local("pubsub|numsub", -2, "pubsub loading stale", since="2.8.0", **_PS,
+        summary="Returns a count of subscribers to channels."),
+    _local("pubsub|shardchannels", -2, "pubsub loading stale", since="7.0.0", **_PS,
+        summary="Returns the active shard channels."),
+    _local("pubsub|shardnumsub", -2, "pubsub loading stale", since="7.0.0", **_PS,
+        summary="Returns the count of subscribers of shard channels."),
+)  # fmt: skip
+PUBSUB_COMMANDS: tuple[CommandSpec, ...] = (
+    _local("psubscribe", -2, _PS_LISTEN + " sentinel", since="2.0.0", **_PS,
+        summary="Listens for messages published to channels that match one or more patterns."),
+    _spec("publish", 3, "pubsub loading stale fast may_replicate sentinel", since="2.0.0",
+        **_PS, summary="Posts a message to a channel."),
+    _local("pubsub", -2, "", since="2.8.0", group="pubsub", subcommands=PUBSUB_SUBCOMMANDS,
+        summary="A container for Pub/Sub commands."),
+    _local("punsubscribe", -1, _PS_LISTEN + " sentinel", since="2.0.0", **_PS,
+        summary=(
+            "Stops listening to messages published to channels that match one or more "
+            "patterns."
+        )),
+    _spec("spublish", 3, "pubsub loading stale fast may_replicate", since="7.0.0", **_K1,
+        **_PS, summary="Post a message to a shard channel"),
+    _local("ssubscribe", -2, _PS_LISTEN, since="7.0.0", **_KN, **_PS,
+        summary="Listens for messages published to shard channels."),
+    _local("subscribe", -2, _PS_LISTEN + " sentinel", since="2.0.0", **_PS,
+        summary="Listens for messages published to channels."),
+    _local("sunsubscribe", -1, _PS_LISTEN, since="7.0.0", **_KN, **_PS,
+        summary="Stops listening to messages posted to shard channels."),
+    _local("unsubscribe", -1, _PS_LISTEN + " sentinel", since="2.0.0", **_PS,
+        summary="Stops listening to messages posted to channels."),
+)  # fmt: skip
+"""Pub/sub (``server.resp._pubsub``; PUBLISH and SPUBLISH are ``store._pubsub``'s), with
+Redis 7.2's metadata."""
+
 
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
@@ -607,7 +649,7 @@ class CommandTable:
         cls,
         data: Sequence[CommandSpec] = (
             DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS + LIST_COMMANDS
-            + ZSET_COMMANDS + STREAM_COMMANDS
+            + ZSET_COMMANDS + PUBSUB_COMMANDS + STREAM_COMMANDS
         ),
     ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))
