@@ -1,7 +1,8 @@
 """Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
 ``minidb.runtime._cwheel`` (the timer wheel), ``minidb.protocol._cresp`` (the RESP decoder's
-hot loop), ``minidb.wal._cpayload`` (many PUTs packed into one payload), ``minidb.wal._creader``
+hot loop), ``minidb.protocol._cline`` (the line decoder's common lines),
+``minidb.wal._cpayload`` (many PUTs packed into one payload), ``minidb.wal._creader``
 (the log reader's plainly valid records: framing, checksums, operations) and
 ``minidb.batch._ccsv`` (the import reader's common row) are built when a C compiler is at hand;
 without one the build warns and carries on (``optional=True``), and the pure-Python code runs.
@@ -26,6 +27,12 @@ setup(
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "minidb.protocol._cline",
+            ["src/minidb/protocol/_cline.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -8,17 +8,24 @@ connection's own ``RequestDecoder`` (hostile ones included: over-long names and 
 ``BULK`` rows, non-UTF-8 bytes, other verbs): the replies must be equal byte for byte, and so
 must the room left, the keyspace, the statistics, the journal's log bytes, and its undo
 (checked by rolling back).
+
+The decoder's C twin (``protocol._cline``: the plain lines of a read, the rows of a frame of
+plain SETs) is held to its Python code the same way: the same bytes, cut into reads at random
+places and taken at random limits, give the same requests either way.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minidb.protocol import Bulk, Delete, Get, Request, RequestDecoder, Set
+from minidb.protocol import _line as codec
 from minidb.store import Keyspace, OpJournal, StoreState, _plainrun
 from minidb.store._values import hash_from
 from minidb.wal import encode_groups
@@ -213,3 +220,58 @@ def test_an_open_group_leaves_the_batch_to_python() -> None:
         run([Delete(b"b0", b"zz"), Set(b"b0", b"k", b"v")], journal, NOW_MS)
         sides.append(encode_groups(journal.records))
     assert sides[0] == sides[1]
+
+
+# -- the decoder: protocol._cline against the Python lines -----------------------------------
+
+needs_c_decoder = pytest.mark.skipif(codec._decode_lines is None, reason="C twin not built")
+
+
+def _decode(accelerated: bool, data: bytes, cuts: list[int], limits: list[int]) -> object:
+    """What a decoder hands out for ``data`` cut at ``cuts``, taken at ``limits`` in turn."""
+    decode, rows = (codec._decode_lines, codec._plain_rows) if accelerated else (None, None)
+    with mock.patch.multiple(codec, _decode_lines=decode, _plain_rows=rows):
+        decoder = RequestDecoder()
+        taken: list[object] = []
+        bounds = [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+        turn = 0
+        for start, stop in itertools.pairwise(bounds):
+            decoder.receive(data[start:stop])
+            while decoder.has_request():
+                limit = limits[turn % len(limits)]
+                turn += 1
+                taken.append((decoder.next_requests(limit), decoder.extra_weight))
+        return taken, decoder.buffered, decoder.closing
+
+
+_TEXT = st.lists(st.one_of(_line(), _line(), _frame()), max_size=14).map(
+    lambda ls: b"".join(line + b"\n" for line in ls)
+)
+
+
+@needs_c_decoder
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _TEXT | st.binary(max_size=200),
+    st.lists(st.integers(0, 10**6), max_size=5),
+    st.lists(st.integers(1, 9), min_size=1, max_size=3),
+)
+def test_c_decoder_equals_the_python_decoder(
+    data: bytes, cuts: list[int], limits: list[int]
+) -> None:
+    assert _decode(True, data, cuts, limits) == _decode(False, data, cuts, limits)
+
+
+@needs_c_decoder
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_line(), _frame()), max_size=8))
+def test_c_plain_rows_equal_the_regex(rows: list[bytes]) -> None:
+    """``plain_rows`` takes a body exactly when ``_PLAIN_ROWS`` finds every row in it."""
+    body = b"".join(row + b"\n" for row in rows)
+    assert codec._plain_rows is not None
+    plain = codec._plain_rows(body)
+    found = codec._PLAIN_ROWS(body)
+    lines = body.count(b"\n")
+    assert (plain is not None) == (len(found) == lines)
+    if plain is not None:
+        assert plain == [Set(*row) for row in found]

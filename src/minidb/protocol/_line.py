@@ -30,7 +30,9 @@ stored these lines; it now stores binary operations, so no value is ever re-pars
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
+from minidb._accelerators import load
 from minidb.protocol._messages import (
     MAX_BULK_BYTES,
     MAX_BULK_ROWS,
@@ -478,6 +480,18 @@ class RequestDecoder:
                 weight += taken
                 continue
             want = limit - weight
+            if _decode_lines is not None:
+                parsed, used, at_header = _decode_lines(self._buffer, want, parse_request)
+                if used:
+                    self._buffer = self._buffer[used:]
+                out += parsed
+                weight += len(parsed)
+                if at_header:
+                    self._at_header = True  # a frame starts here: its path takes it
+                    continue
+                if len(parsed) < want:
+                    break
+                continue
             lines = self._buffer.split(b"\n", want)
             # The last piece is either the incomplete line or, if ``want`` lines were split
             # off, the undecoded rest; in both cases it starts at a line boundary.
@@ -584,11 +598,16 @@ class RequestDecoder:
         """The request of a complete frame: its ``count`` row lines, ``body``."""
         if len(body) > MAX_BULK_BYTES:
             return self._close_with(FRAME_TOO_LARGE)
-        # A matched row starts at a line start and ends at its LF, so ``count`` matches are
-        # every row (a quarter cheaper than a match call per row).
-        found = _PLAIN_ROWS(body)
-        if len(found) == count:
-            return _new_tuple(Bulk, ([_new_tuple(Set, row) for row in found],))
+        if _plain_rows is not None:
+            plain = _plain_rows(body)
+            if plain is not None and len(plain) == count:
+                return _new_tuple(Bulk, (plain,))
+        else:
+            # A matched row starts at a line start and ends at its LF, so ``count`` matches
+            # are every row (a quarter cheaper than a match call per row).
+            found = _PLAIN_ROWS(body)
+            if len(found) == count:
+                return _new_tuple(Bulk, ([_new_tuple(Set, row) for row in found],))
         plain_set = _PLAIN_SET.fullmatch
         rows = [
             _new_tuple(Set, match.groups()) if (match := plain_set(line)) else parse_request(line)
@@ -643,6 +662,20 @@ class RequestDecoder:
 
 _UNLIMITED = 2**62
 """A ``next_requests`` limit no buffer reaches."""
+
+_c = load("minidb.protocol._cline")
+if _c is not None:
+    _c.bind(Get, Set, Delete, BULK_HEADER, MAX_NAME_CHARS, MAX_VALUE_BYTES)
+_decode_lines: Callable[
+    [bytes, int, Callable[[bytes], Request]], tuple[list[Request], int, bool]
+] | None = _c.decode_lines if _c is not None else None
+"""``_cline.decode_lines`` (the C twin of ``next_requests``'s split and regex per line: see
+``_cline.c``), or None: then those run in Python."""
+_plain_rows: Callable[[bytes], list[Set] | None] | None = (
+    _c.plain_rows if _c is not None else None
+)
+"""``_cline.plain_rows`` (a frame's rows if all are plain SETs, the C twin of ``_PLAIN_ROWS``),
+or None."""
 
 
 class ReplyDecoder:
