@@ -99,6 +99,11 @@ def register(subparsers: Any) -> None:
         help="the longest value a Redis-protocol command may store (default 16 MiB)",
     )
     parser.add_argument(
+        "--lua-time-limit", type=int, default=defaults.DEFAULT_LUA_TIME_LIMIT_MS, metavar="MS",
+        help="milliseconds a Lua script (EVAL) may run before it is stopped with an error and"
+        " its writes rolled back (default 5000)",
+    )
+    parser.add_argument(
         "--replica-of", default=None, metavar="URL",
         help="serve as a read-only replica of the log a primary ships to URL "
         "(s3://BUCKET/PREFIX or file:DIR); an empty --data-dir is restored first",
@@ -170,6 +175,7 @@ def _serve(args: argparse.Namespace) -> int:
             password=_password(args.requirepass),
             fsync=args.fsync,
             max_value_bytes=args.max_value_bytes,
+            lua_time_limit=args.lua_time_limit,
             replica_of=args.replica_of,
             replica_poll_interval=args.poll_interval,
             replicate_to=args.replicate_to,
@@ -182,6 +188,9 @@ def _serve(args: argparse.Namespace) -> int:
         sys.stderr.write(f"minidb serve: error: {exc}\n")
         return 2
     configure()
+    from minidb.store import scripting
+
+    scripting.configure(time_limit_ms=config.lua_time_limit)
     import minidb.runtime
 
     minidb.runtime.tune_for_throughput()

@@ -10,6 +10,7 @@ from minidb import store as _store
 from minidb.errors import ConfigError
 from minidb.replication import DEFAULT_SHIP_INTERVAL_S as _SHIP_INTERVAL_S
 from minidb.replication import RetentionPolicy
+from minidb.store.scripting import DEFAULT_TIME_LIMIT_MS as _LUA_TIME_LIMIT_MS
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -64,6 +65,9 @@ FSYNC_POLICIES = _store.FSYNC_POLICIES
 """``--fsync`` choices, Redis's ``appendfsync``: see README, Durability."""
 DEFAULT_MAX_VALUE_BYTES = _store.DEFAULT_MAX_VALUE_BYTES
 """``--max-value-bytes``: the longest value a Redis-protocol command may store (16 MiB)."""
+DEFAULT_LUA_TIME_LIMIT_MS = _LUA_TIME_LIMIT_MS
+"""``--lua-time-limit``: milliseconds a Lua script may run before it is stopped and its
+writes rolled back (Redis's ``lua-time-limit``, 5 s; see ``store.scripting``)."""
 DEFAULT_REPLICA_POLL_INTERVAL_S = 1.0
 """Seconds between a replica's polls of the shipped log (the shipper's default interval)."""
 DEFAULT_SHIP_INTERVAL_S = _SHIP_INTERVAL_S
@@ -121,6 +125,9 @@ class ServerConfig:
     first if the data dir holds no store); None: a primary."""
     replica_poll_interval: float = DEFAULT_REPLICA_POLL_INTERVAL_S
     """``--poll-interval``: seconds between a replica's polls of the shipped log."""
+    lua_time_limit: int = DEFAULT_LUA_TIME_LIMIT_MS
+    """``--lua-time-limit``: milliseconds a script may run (EVAL) before it is stopped with an
+    error and its changes are rolled back."""
 
     def __post_init__(self) -> None:
         for name in ("port", "metrics_port", "resp_port"):
@@ -157,6 +164,8 @@ class ServerConfig:
             raise ConfigError(f"--sync-in must be one of {', '.join(SYNC_PLACES)}")
         if self.fsync not in FSYNC_POLICIES:
             raise ConfigError(f"--fsync must be one of {', '.join(FSYNC_POLICIES)}")
+        if self.lua_time_limit < 1:
+            raise ConfigError("--lua-time-limit must be at least 1 millisecond")
         if self.max_value_bytes < 1:
             raise ConfigError("--max-value-bytes must be at least 1")
         if not (self.ship_interval > 0 and math.isfinite(self.ship_interval)):

@@ -27,6 +27,7 @@ snapshot, so ``SET k v PX 10`` then ``PTTL k`` in one EXEC answers exactly 10.
 from __future__ import annotations
 
 from minidb.store import _hashes, _keys, _lists, _pubsub, _sets, _streams, _strings, _zsets
+from minidb.store import scripting
 from minidb.store._args import Command, Session
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace
@@ -37,6 +38,7 @@ COMMANDS: dict[bytes, Command] = {
     for cmd in (
         *_strings.COMMANDS, *_keys.COMMANDS, *_hashes.COMMANDS, *_sets.COMMANDS,
         *_lists.COMMANDS, *_zsets.COMMANDS, *_pubsub.COMMANDS, *_streams.COMMANDS,
+        *scripting.COMMANDS,
     )
 }  # fmt: skip
 """Lower-case name -> command."""

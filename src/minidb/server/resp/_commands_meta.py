@@ -623,6 +623,36 @@ PUBSUB_COMMANDS: tuple[CommandSpec, ...] = (
 Redis 7.2's metadata."""
 
 
+_SCRIPTING = {"group": "scripting", "categories": ("scripting",)}
+_EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale movablekeys"
+_EVAL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly movablekeys"
+SCRIPT_SUBCOMMANDS = (
+    _spec("script|exists", -3, "noscript", since="2.6.0", **_SCRIPTING,
+        summary="Determines whether server-side Lua scripts exist in the script cache."),
+    _spec("script|flush", -2, "noscript", since="2.6.0", **_SCRIPTING,
+        summary="Removes all server-side Lua scripts from the script cache."),
+    _spec("script|help", 2, "loading stale", since="5.0.0", **_SCRIPTING,
+        summary="Returns helpful text about the different subcommands."),
+    _spec("script|kill", 2, "noscript allow_busy", since="2.6.0", **_SCRIPTING,
+        summary="Terminates a server-side Lua script during execution."),
+    _spec("script|load", 3, "noscript stale", since="2.6.0", **_SCRIPTING,
+        summary="Loads a server-side Lua script to the script cache."),
+)  # fmt: skip
+SCRIPTING_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("eval", -3, _EVAL_FLAGS, since="2.6.0", **_SCRIPTING,
+        summary="Executes a server-side Lua script."),
+    _spec("eval_ro", -3, _EVAL_RO_FLAGS, since="7.0.0", **_SCRIPTING,
+        summary="Executes a read-only server-side Lua script."),
+    _spec("evalsha", -3, _EVAL_FLAGS, since="2.6.0", **_SCRIPTING,
+        summary="Executes a server-side Lua script by SHA1 digest."),
+    _spec("evalsha_ro", -3, _EVAL_RO_FLAGS, since="7.0.0", **_SCRIPTING,
+        summary="Executes a read-only server-side Lua script by SHA1 digest."),
+    _spec("script", -2, "", since="2.6.0", group="scripting", subcommands=SCRIPT_SUBCOMMANDS,
+        summary="A container for Lua scripts management commands."),
+)  # fmt: skip
+"""Lua scripting (``store.scripting``), with Redis 7.2's metadata."""
+
+
 class CommandTable:
     """Name -> spec, case-insensitive, containers resolved by their first argument."""
 
@@ -650,6 +680,7 @@ class CommandTable:
         data: Sequence[CommandSpec] = (
             DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS + LIST_COMMANDS
             + ZSET_COMMANDS + PUBSUB_COMMANDS + STREAM_COMMANDS
+            + SCRIPTING_COMMANDS
         ),
     ) -> CommandTable:
         return cls(CONNECTION_COMMANDS + tuple(data))

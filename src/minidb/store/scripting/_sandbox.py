@@ -1,0 +1,281 @@
+"""The Lua state scripts run in: Lua 5.1 (lupa's ``lupa.lua51``), sandboxed as Redis does.
+
+One ``Sandbox`` per server, shared by every script (Redis keeps one Lua state too). What a
+script sees is a read-only environment (``_G``): the Lua 5.1 base library without the parts
+that reach outside (``dofile``, ``loadfile``, ``require``, ``module``, ``print``,
+``getfenv``/``setfenv``, ``os``, ``io``, ``debug``, ``package``, ``string.dump``,
+``newproxy``), ``string``, ``table``, ``math``, ``coroutine``, and the libraries the host adds
+(``redis``, ``cjson``, ``bit``), each seen through a read-only proxy. Assigning a global fails
+with Redis 7's "Attempt to modify a readonly table", reading an unknown one with "Script
+attempted to access nonexistent global variable". ``rawset`` and ``setmetatable`` refuse the
+protected tables; ``loadstring`` and ``load`` refuse bytecode (a crafted chunk can break the
+VM) and give what they compile the script's environment, not the real globals.
+
+Python objects reach Lua only as upvalues of the prelude's functions and as ``cjson.null``;
+lupa's ``attribute_filter`` refuses every attribute of them, so ``cjson.null.__class__``
+leads nowhere, and the ``python`` module lupa registers is removed.
+
+Time: the host installs a count hook (``debug.sethook``, kept by the prelude before ``debug``
+is removed) for the duration of each script; every ``HOOK_INSTRUCTIONS`` VM instructions it asks
+the host whether the script's time is up. Once it is, the hook fires on every instruction and
+raises, so a script catching the error with ``pcall`` is stopped again at once. Memory: the
+whole state is bounded by lupa's ``max_memory``; an allocation past it fails with Lua's "not
+enough memory", which the script cannot grow around.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lupa.lua51 as lua
+
+HOOK_INSTRUCTIONS = 10_000
+"""VM instructions between two checks of the script's deadline (each a Python call, ~1 us)."""
+
+DEFAULT_MAX_MEMORY = 256 << 20
+"""Bytes the Lua state may hold in all (scripts, their data, the cache's compiled chunks)."""
+
+LuaError = lua.LuaError
+LuaMemoryError = lua.LuaMemoryError
+
+_PRELUDE = r"""
+local host = ...
+local sethook, getinfo = debug.sethook, debug.getinfo
+local real_setmetatable, real_rawset, real_loadstring = setmetatable, rawset, loadstring
+local real_setfenv, real_type, real_error = setfenv, type, error
+local tostring, xpcall, real_pcall = tostring, xpcall, pcall
+
+local readonly = real_setmetatable({}, {__mode = 'k'})
+local READONLY = 'Attempt to modify a readonly table'
+
+local function protect(real)
+  local proxy = {}
+  real_setmetatable(proxy, {
+    __index = real,
+    __newindex = function() real_error(READONLY, 2) end,
+    __metatable = false,
+  })
+  readonly[proxy] = true
+  return proxy
+end
+
+-- what scripts see as globals
+local G = {}
+local env = {}
+real_setmetatable(env, {
+  __index = function(_, name)
+    local value = G[name]
+    if value == nil then
+      real_error("Script attempted to access nonexistent global variable '"
+        .. tostring(name) .. "'", 2)
+    end
+    return value
+  end,
+  __newindex = function() real_error(READONLY, 2) end,
+  __metatable = false,
+})
+readonly[env] = true
+
+for _, name in ipairs({'assert', 'collectgarbage', 'error', 'gcinfo', 'getmetatable',
+    'ipairs', 'next', 'pairs', 'pcall', 'rawequal', 'rawget', 'select', 'tonumber',
+    'tostring', 'type', 'unpack', 'xpcall', '_VERSION'}) do
+  G[name] = _G[name]
+end
+G._G = env
+G.setmetatable = function(t, mt)
+  if readonly[t] then real_error(READONLY, 0) end
+  return real_setmetatable(t, mt)
+end
+G.rawset = function(t, k, v)
+  if readonly[t] then real_error(READONLY, 0) end
+  return real_rawset(t, k, v)
+end
+local function compile(text, name)
+  if real_type(text) == 'string' and text:byte(1) == 27 then
+    return nil, 'bytecode is not allowed'
+  end
+  local fn, err = real_loadstring(text, name)
+  if fn then real_setfenv(fn, env) end
+  return fn, err
+end
+G.loadstring = function(text, name) return compile(text, name or '=(loadstring)') end
+G.load = function(reader, name)
+  if real_type(reader) ~= 'function' then return compile(reader, name or '=(load)') end
+  local parts = {}
+  while true do
+    local part = reader()
+    if part == nil or part == '' then break end
+    parts[#parts + 1] = part
+  end
+  return compile(table.concat(parts), name or '=(load)')
+end
+
+string.dump = nil
+getmetatable('').__metatable = false
+for _, name in ipairs({'string', 'table', 'math', 'coroutine'}) do
+  G[name] = protect(_G[name])
+end
+
+-- the error handler: Redis's __redis__err__handler, finding the script's own frame
+local describe = host.describe
+local function on_error(err)
+  local kind = real_type(err)
+  if kind == 'userdata' then  -- a Python exception: redis.call's error, a library's
+    err = {err = describe(err)}
+  elseif kind ~= 'table' then
+    err = {err = 'ERR ' .. tostring(err)}
+  end
+  local level = 2
+  while true do
+    local info = getinfo(level, 'Sl')
+    if not info then break end
+    if info.source == '@user_script' then
+      err.source, err.line = info.source, info.currentline
+      break
+    end
+    level = level + 1
+  end
+  return err
+end
+
+local time_up = host.time_up
+local on_count
+on_count = function()
+  local message = time_up()
+  if message then
+    sethook(on_count, '', 1)
+    real_error({err = message}, 0)
+  end
+end
+
+local function run(fn, keys, argv)
+  G.KEYS, G.ARGV = keys, argv
+  sethook(on_count, '', host.hook_instructions)
+  local ok, result = xpcall(fn, on_error)
+  sethook()
+  G.KEYS, G.ARGV = nil, nil
+  return ok, result
+end
+
+-- what pcall/xpcall give a script for a Python exception: Redis's {err=...} table
+local function as_table(err)
+  if real_type(err) == 'userdata' then return {err = describe(err)} end
+  return err
+end
+local function caught(ok, ...)
+  if ok then return ok, ... end
+  return false, as_table((...))
+end
+G.pcall = function(fn, ...) return caught(real_pcall(fn, ...)) end
+G.xpcall = function(fn, handler)
+  return xpcall(fn, function(err) return handler(as_table(err)) end)
+end
+
+local function install(name, library)
+  G[name] = protect(library)
+end
+
+-- redis.pcall: the host answers (true, value) or (false, the error message); redis.call
+-- is the host's raising function itself, a C function to Lua, so that a script's
+-- `return redis.call(...)` keeps its frame (a Lua wrapper would be tail-called and the
+-- error's line lost)
+local call_host = host.call
+local function pcall_(...)
+  local ok, value = call_host(...)
+  if ok then return value end
+  return {err = value}
+end
+
+return {
+  compile = function(text) return compile(text, '@user_script') end,
+  run = run,
+  install = install,
+  pcall = pcall_,
+  clear_hook = function() sethook() end,
+}
+"""
+
+_REMOVED = (
+    "dofile", "loadfile", "require", "module", "print", "getfenv", "setfenv", "newproxy",
+    "os", "io", "debug", "package", "python",
+)  # fmt: skip
+"""Globals of the real state removed after the prelude (scripts never see the real globals;
+this is the second wall)."""
+
+
+def _deny_attributes(obj: object, name: str, is_setting: bool) -> str:
+    raise AttributeError("access to Python attributes is not allowed from scripts")
+
+
+class Sandbox:
+    """The shared Lua state, its prelude's host functions, and the script environment."""
+
+    def __init__(
+        self,
+        call: Callable[..., tuple[bool, Any]],
+        call_raising: Callable[..., Any],
+        describe: Callable[[Any], bytes],
+        time_up: Callable[[], bytes | None],
+        *,
+        max_memory: int = DEFAULT_MAX_MEMORY,
+    ) -> None:
+        self.runtime = lua.LuaRuntime(
+            encoding=None,
+            unpack_returned_tuples=True,
+            register_eval=False,
+            register_builtins=False,
+            attribute_filter=_deny_attributes,
+            max_memory=max_memory,
+        )
+        host = self.runtime.table_from(
+            {
+                b"call": call, b"describe": describe, b"time_up": time_up,
+                b"hook_instructions": HOOK_INSTRUCTIONS,
+            }
+        )
+        exports = self.runtime.execute(_PRELUDE, host)
+        globals_ = self.runtime.globals()
+        for name in _REMOVED:
+            globals_[name.encode()] = None
+        self._compile = exports[b"compile"]
+        self._run = exports[b"run"]
+        self._install = exports[b"install"]
+        self._clear_hook = exports[b"clear_hook"]
+        self.call = call_raising
+        self.pcall = exports[b"pcall"]
+
+    def compile(self, body: bytes) -> tuple[Any, str | None]:
+        """The script's function, or None and Lua's compile error."""
+        fn, error = self._compile(body)
+        if fn is None:
+            return None, (error or b"").decode("utf-8", "replace")
+        return fn, None
+
+    def run(self, fn: Any, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
+        """Call ``fn`` with KEYS and ARGV set: (True, its value) or (False, the error, a
+        ``{err=, source=, line=}`` table or Lua's message when even that failed)."""
+        table_from = self.runtime.table_from
+        ok, result = self._run(fn, table_from(keys), table_from(argv))
+        return bool(ok), result
+
+    def install(self, name: str, library: dict[bytes, Any]) -> None:
+        """Add a read-only library table the scripts see as the global ``name``."""
+        table = self.runtime.table_from(library)
+        self._install(name.encode(), table)
+
+    def table(self, items: list[Any] | dict[bytes, Any]) -> Any:
+        """A new Lua table holding ``items`` (already Lua values)."""
+        return self.runtime.table_from(items)
+
+    def collect_garbage(self) -> None:
+        """A full collection (after a script that failed for memory, before the next)."""
+        self.runtime.execute("collectgarbage('collect')")
+
+    def clear_hook(self) -> None:
+        """Remove the count hook (a script stopped by it may leave it set: the hook can fire
+        between the script's end and ``run``'s own removal)."""
+        self._clear_hook()
+
+    def memory_used(self) -> int:
+        return int(self.runtime.get_memory_used() or 0)
