@@ -250,7 +250,7 @@ def test_durability_replay_after_checkpoint_and_more_writes(
 ) -> None:
     """Writes before a checkpoint come from the snapshot, later ones from the log."""
     data = tmp_path / "ckpt"
-    server = serve("--metrics-port", "0", "--checkpoint-bytes", "1024", data_dir=data)
+    server = serve("--metrics-port", "0", "--checkpoint-bytes", "4096", data_dir=data)
     conn = server.client()
     model: dict[str, str | None] = {}
     for i in range(200):
