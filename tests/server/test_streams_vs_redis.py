@@ -3,8 +3,9 @@
 
 minidb runs in process, as in ``test_containers_vs_redis`` (whose Redis fixture this reuses).
 Ids are explicit or ``<ms>-*`` (``*`` takes each server's clock: compared by shape only, in
-its own test); approximate trims (``~``) are left out: minidb trims them exactly, where Redis
-stops at a radix-tree node (``docs/commands.md``, "Streams"). XREAD without BLOCK. OBJECT
+its own test). Approximate trims (``~``) remove whole nodes in both: a sequence here is too
+short to fill a node of 100 entries, and RQ's pattern (a stream that grows, trimmed by
+``MAXLEN ~``) has its own test over several nodes. XREAD without BLOCK. OBJECT
 ENCODING of a list differs (the installed Redis may be 7.0): a stream's is checked alone.
 Skipped without ``redis-server``. Last, streams through a real ``minidb serve`` killed with
 SIGKILL and restarted (snapshots and the log).
@@ -54,6 +55,9 @@ trim = st.one_of(
     st.builds(lambda n: [b"MAXLEN", b"=", n], st.sampled_from([b"2", b"5"])),
     st.builds(lambda i: [b"MINID", i], st.sampled_from([b"2", b"3-1", b"-", b"9"])),
     st.builds(lambda i: [b"MINID", b"=", i], st.sampled_from([b"4", b"0"])),
+    st.builds(lambda n: [b"MAXLEN", b"~", n], st.sampled_from([b"0", b"1", b"3"])),
+    st.builds(lambda i: [b"MINID", b"~", i], st.sampled_from([b"2", b"7", b"9"])),
+    st.builds(lambda n: [b"MAXLEN", b"~", b"0", b"LIMIT", n], st.sampled_from([b"0", b"2"])),
     st.just([b"MAXLEN", b"1", b"LIMIT", b"5"]),
     st.just([b"LIMIT", b"5"]),
     st.just([b"MAXLEN", b"1", b"MINID", b"1"]),
@@ -138,6 +142,26 @@ def test_streams_vs_redis_auto_ids_have_the_same_shape(redis_server: RedisServer
         assert newest[0][1] == [b"n", b"4"]
         assert server.raw([b"XLEN", b"results"]) == b":5\r\n"
         assert server.raw([b"OBJECT", b"ENCODING", b"results"]) == b"$6\r\nstream\r\n"
+
+
+def test_streams_vs_redis_approximate_trims_remove_the_same_nodes(
+    redis_server: RedisServer,
+) -> None:
+    """XADD MAXLEN ~ and MINID ~ on streams of small entries that grow over several nodes
+    leave the same entries as Redis's node-granular trims, LIMIT included."""
+    redis_server.raw([b"HELLO", b"2"])
+    redis_server.raw([b"FLUSHALL"])
+    ours = Minidb(2)
+    script = [[b"XADD", b"q", b"MAXLEN", b"~", b"120", b"%d-1" % n, b"f", b"v"]
+              for n in range(1, 351)]  # fmt: skip
+    script += [[b"XADD", b"m", b"MINID", b"~", b"%d" % (n - 150), b"%d" % n, b"f", b"v"]
+               for n in range(1, 401)]  # fmt: skip
+    script += [[b"XLEN", b"q"], [b"XRANGE", b"q", b"-", b"+", b"COUNT", b"1"], [b"XLEN", b"m"],
+               [b"XTRIM", b"m", b"MAXLEN", b"~", b"10", b"LIMIT", b"150"], [b"XLEN", b"m"],
+               [b"XTRIM", b"q", b"MAXLEN", b"~", b"0"], [b"XLEN", b"q"]]  # fmt: skip
+    for argv in script:
+        mine, theirs = ours.raw(argv), redis_server.raw(argv)
+        assert mine == theirs, (argv, mine, theirs)
 
 
 class _Resp:

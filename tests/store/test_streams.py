@@ -177,8 +177,9 @@ def test_streams_ids_at_the_limits() -> None:
 
 
 def test_streams_trims_log_one_bound() -> None:
-    """MAXLEN and MINID trim the oldest entries (``~`` as exactly, within LIMIT), each trim
-    logged as one TRIM element however many entries it removed."""
+    """MAXLEN and MINID trim the oldest entries, each trim logged as one TRIM element however
+    many entries it removed; ``~`` removes whole steps of 100 (Redis's node of small entries),
+    within LIMIT (default 10000)."""
     c = Client()
     for i in range(1, 21):
         c("XADD", "s", f"{i}-0", "f", str(i))
@@ -190,11 +191,13 @@ def test_streams_trims_log_one_bound() -> None:
     assert c("XTRIM", "s", "MAXLEN", "15") == 0 and len(c.journal.records) == mark + 1
     assert c("XTRIM", "s", "MINID", "=", "10") == 4
     assert _ids(c("XRANGE", "s", "-", "+"))[0] == b"10-0"
-    assert c("XTRIM", "s", "MINID", "~", "12", "LIMIT", "1") == 1
-    assert c("XTRIM", "s", "MAXLEN", "~", "0", "LIMIT", "3") == 3
-    assert c("XLEN", "s") == 7
+    assert c("XTRIM", "s", "MINID", "~", "15") == 0  # less than a step
+    assert c("XTRIM", "s", "MAXLEN", "~", "1") == 0
     assert c("XADD", "s", "MAXLEN", "~", "2", "*", "x", "y") == b"%d-0" % NOW
-    assert _ids(c("XRANGE", "s", "-", "+")) == [b"20-0", b"%d-0" % NOW]
+    assert c("XLEN", "s") == 12
+    assert c("XTRIM", "s", "MAXLEN", "~", "0", "LIMIT", "11") == 0  # the node is 12 entries
+    assert c("XTRIM", "s", "MINID", "~", str(NOW + 1), "LIMIT", "12") == 12  # ~ all: all
+    assert c("XADD", "s", "MINID", "~", str(NOW), f"{NOW}-5", "x", "y") == b"%d-5" % NOW
     assert c("XADD", "s", "MINID", str(NOW), "21", "x", "y") == E(ID_TOO_SMALL)
     assert c("XADD", "s", "MINID", str(NOW + 1), f"{NOW + 1}", "x", "y") == b"%d-0" % (NOW + 1)
     assert c("XLEN", "s") == 1
@@ -203,6 +206,13 @@ def test_streams_trims_log_one_bound() -> None:
     assert c("XADD", "new", "MAXLEN", "0", "1-1", "x", "y") == b"1-1"
     assert c("XLEN", "new") == 0 and c("TYPE", "new") == Simple("stream")
     assert c("XTRIM", "nope", "MAXLEN", "0") == 0
+    for i in range(1, 351):
+        c("XADD", "big", "MAXLEN", "~", "120", f"{i}-1", "f", "v")
+    assert c("XLEN", "big") == 150  # 220 -> 120, 320 -> 220 -> 120: steps of 100
+    assert _ids(c("XRANGE", "big", "-", "+", "COUNT", "1")) == [b"201-1"]
+    assert c("XTRIM", "big", "MAXLEN", "~", "0", "LIMIT", "99") == 0  # less than one step
+    assert c("XTRIM", "big", "MINID", "~", "350", "LIMIT", "0") == 100  # LIMIT 0: no limit
+    assert c("XTRIM", "big", "MAXLEN", "=", "10") == 40
     _replays(c)
 
 

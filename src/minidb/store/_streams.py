@@ -55,9 +55,12 @@ from minidb.wal._ops import (
 UINT64_MAX = (1 << 64) - 1
 MAX_ID_BYTES = 127
 """The longest id argument Redis parses (its ``char buf[128]``); a longer one is invalid."""
-APPROX_TRIM_LIMIT = 100 * 100
-"""Entries an approximate trim (``~``) removes at most without LIMIT: Redis's ``100 *
-stream-node-max-entries`` (100)."""
+NODE_ENTRIES = 100
+"""Redis's ``stream-node-max-entries``: the entries of one radix-tree node, the step in which
+an approximate trim (``~``) removes entries (``_trim_bound``)."""
+APPROX_TRIM_LIMIT = 100 * NODE_ENTRIES
+"""Entries an approximate trim removes at most without LIMIT: Redis's ``100 *
+stream-node-max-entries``."""
 
 INVALID_ID = "ERR Invalid stream ID specified as stream command argument"
 ID_TOO_SMALL = "ERR The ID specified in XADD is equal or smaller than the target stream top item"
@@ -232,12 +235,25 @@ def _parse_add_trim(argv: list[bytes], xadd: bool) -> _AddTrimArgs:
 
 
 def _trim_bound(s: StreamValue, args: _AddTrimArgs) -> int | None:
-    """The id of the last entry a trim removes (it removes a prefix), or None: nothing."""
+    """The id of the last entry a trim removes (it removes a prefix), or None: nothing.
+
+    An exact trim removes all it may. An approximate one (``~``) removes whole nodes only, as
+    Redis does, counting the oldest ``NODE_ENTRIES`` entries as a node, the next as another,
+    and the newest (fewer) as the last: the stream keeps fewer than ``NODE_ENTRIES`` entries
+    more than asked, a trim that may remove everything removes everything, and a trim costs
+    one memmove of the id list per node rather than per XADD. A node is removed only if it
+    fits within LIMIT whole. (Redis's nodes also close at 4 KiB, and XDEL leaves holes in
+    them; minidb counts entries only, so its nodes are Redis's for a stream of small entries
+    that only grows and is trimmed, RQ's.)
+    """
     ids = s.ids
     # MAXLEN: all but the newest maxlen; MINID: the entries below it.
     cut = len(ids) - args.maxlen if args.strategy == b"maxlen" else bisect_left(ids, args.minid)
-    if args.limit:
-        cut = min(cut, args.limit)
+    if args.approx and cut > 0:
+        if cut < len(ids):
+            cut -= cut % NODE_ENTRIES  # the nodes wholly below the cut
+        if args.limit and cut > args.limit:
+            cut = args.limit - args.limit % NODE_ENTRIES
     return ids[cut - 1] if cut > 0 else None
 
 

@@ -21,9 +21,9 @@ exceed and XREAD ``$`` reads), ``entries_added`` (every XADD ever) and ``max_del
 stream whose last entry XDEL or XTRIM removed, with its metadata.
 
 Redis 7.2 keeps a stream as a radix tree of listpacks (``t_stream.c``); ``OBJECT ENCODING``
-answers ``stream`` whatever its size, and minidb says the same. The nodes are not modelled:
-an approximate trim (``~``) trims as exactly as ``=`` (within its LIMIT), where Redis stops at
-a node boundary (``docs/commands.md``, "Streams").
+answers ``stream`` whatever its size, and minidb says the same. The nodes are not kept: an
+approximate trim (``~``) removes steps of 100 entries, the size of a node of small entries
+(``_streams._trim_bound``; ``docs/commands.md``, "Streams").
 """
 
 from __future__ import annotations
