@@ -187,12 +187,13 @@ def test_c_batch_equals_the_python_batch_on_any_request(
 def test_c_batch_runs_the_plain_cases_itself() -> None:
     """The plain GET, SET, DEL and frame never reach the fallback (else the C twin would be
     the Python path with extra steps, and these tests would prove nothing about C)."""
-    state = _state(0, False, False)
-    state.keyspace.put(b"b0", b"x", b"1", None, None)
-    state.keyspace.put(b"b0", b"y", b"2", None, None)
+    state = StoreState(Keyspace(now_ms=NOW_MS))
+    for key in (b"x", b"y", b"z", b"w"):
+        state.keyspace.put(b"b0", key, b"1", None, None)
     requests: list[Request] = [
         Set(b"b0", b"k", b"v"), Get(b"b0", b"k"), Get(b"b0", b"nope"), Get(b"none", b"k"),
         Delete(b"b0", b"k"), Delete(b"b0", b"nope"), Bulk([Set(b"b0", b"r", b"1")]),
+        Bulk([Set(b"b0", b"s", b"2"), Delete(b"b0", b"x"), Delete(b"none", b"x")]),
     ]  # fmt: skip
     journal = OpJournal()
 
@@ -203,9 +204,12 @@ def test_c_batch_runs_the_plain_cases_itself() -> None:
     replies, room, counts = _plainrun.run_line(
         state.keyspace, journal, requests, NOW_MS, 1000, refuse
     )
-    assert replies == [b"OK\n", b"VALUE v\n", b"NIL\n", b"NIL\n", b"OK\n", b"NIL\n", b"OK 1\n"]
+    assert replies == [
+        b"OK\n", b"VALUE v\n", b"NIL\n", b"NIL\n", b"OK\n", b"NIL\n", b"OK 1\n", b"OK 3\n"
+    ]  # fmt: skip
     assert room == 1000 - sum(map(len, replies))
-    assert counts == (3, 1, 2, 2, 1)
+    assert counts == (3, 1, 3, 4, 2)
+    assert len(state.keyspace) == 5
 
 
 @needs_c

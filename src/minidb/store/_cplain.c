@@ -1094,45 +1094,62 @@ line_del(LineRun *l, PyObject *request, PyObject **reply)
     return DONE;
 }
 
-/* A frame of SET rows: every row plain, checked before the first is applied. */
+/* Whether every row of a frame (``rows``, n of them) is plain: a SET row's bucket exists and
+ * its key is missing or holds bytes without a deadline; a DEL row's key is missing or holds
+ * such bytes, and its bucket has more keys than the frame has rows (so no row empties it:
+ * dropping a bucket is the keyspace's). *dels: how many DEL rows. 1, 0 (not plain), -1. */
 static int
-line_bulk(LineRun *l, PyObject *request, PyObject **reply)
+bulk_plain(LineRun *l, PyObject *rows, Py_ssize_t *dels)
 {
-    Run *r = &l->run;
-    if (!PyTuple_Check(request) || PyTuple_GET_SIZE(request) != 1 || r->watched || l->any_index)
-        return FALLBACK;
-    PyObject *rows = PyTuple_GET_ITEM(request, 0);
-    if (!PyList_CheckExact(rows))
-        return FALLBACK;
     Py_ssize_t n = PyList_GET_SIZE(rows);
     PyObject *f[3], *found = NULL, *name = NULL;
+    *dels = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!fields_of(PyList_GET_ITEM(rows, i), 3, f))
-            return FALLBACK; /* a DEL row, or no row at all */
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        int put = fields_of(row, 3, f);
+        if (!put && !fields_of(row, 2, f))
+            return 0;
+        *dels += !put;
         if (f[0] != name) {
             name = f[0];
             found = line_bucket(l, name);
-            if (found == NULL)
-                return PyErr_Occurred() ? FAILED : FALLBACK;
+            if (found == NULL && PyErr_Occurred())
+                return -1;
+        }
+        if (found == NULL) {
+            if (put)
+                return 0; /* a new bucket: the keyspace's */
+            continue;     /* a DEL row of no bucket: nothing to do */
         }
         PyObject *old = PyDict_GetItemWithError(found, f[1]);
         if (old == NULL && PyErr_Occurred())
-            return FAILED;
-        if (old != NULL && !PyBytes_CheckExact(old))
-            return FALLBACK;
+            return -1;
+        if ((old != NULL && !PyBytes_CheckExact(old)) || (!put && PyDict_GET_SIZE(found) <= n))
+            return 0;
     }
-    PyObject *group = PyList_New(n), *olds = PyList_New(n);
-    int rc = group && olds ? 0 : -1;
-    name = NULL;
+    return 1;
+}
+
+/* A frame of SET rows only: ``Keyspace.write_group``'s fast path (one ``PutsUndo``). */
+static int
+bulk_puts(LineRun *l, PyObject *rows, PyObject *group)
+{
+    Run *r = &l->run;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *f[3], *found = NULL, *name = NULL;
+    PyObject *olds = PyList_New(n);
+    if (olds == NULL)
+        return -1;
+    int rc = 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
         fields_of(PyList_GET_ITEM(rows, i), 3, f);
         if (f[0] != name) {
             name = f[0];
-            found = line_bucket(l, name);
+            found = line_bucket(l, name); /* there: checked, and puts drop no bucket */
             if (found == NULL) {
-                rc = -1;
                 if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_RuntimeError, "a bucket went away during a frame");
+                    PyErr_SetString(PyExc_RuntimeError, "a bucket went away in a frame");
+                rc = -1;
                 break;
             }
         }
@@ -1143,28 +1160,84 @@ line_bulk(LineRun *l, PyObject *request, PyObject **reply)
             break;
         }
         PyList_SET_ITEM(olds, i, old);
-        PyObject *items[4] = {new_ref(f[0]), new_ref(f[1]), new_ref(f[2]), new_ref(Py_None)};
-        PyObject *op = named(PutOp, 4, items);
-        if (op == NULL) {
-            rc = -1;
-            break;
-        }
-        PyList_SET_ITEM(group, i, op);
+        r->bucket = f[0];
+        rc = note_put(r, group, f[1], f[2]);
     }
     if (rc == 0 && n > 0) {
-        PyObject *start = PyLong_FromLong(0);
-        PyObject *items[3] = {new_ref(rows), start, new_ref(olds)};
+        PyObject *items[3] = {new_ref(rows), PyLong_FromLong(0), new_ref(olds)};
         PyObject *entry = named(PutsUndo, 3, items);
         rc = entry == NULL ? -1 : PyList_Append(r->undo, entry);
         Py_XDECREF(entry);
-        if (rc == 0)
-            rc = PyList_Append(r->records, group);
     }
-    Py_XDECREF(group);
-    Py_XDECREF(olds);
+    Py_DECREF(olds);
+    return rc;
+}
+
+/* A frame with DEL rows: ``write_group``'s general path (a ``KeyUndo`` per row that changed
+ * something); how many DEL rows found their key, or -1. */
+static Py_ssize_t
+bulk_mixed(LineRun *l, PyObject *rows, PyObject *group)
+{
+    Run *r = &l->run;
+    Py_ssize_t found_keys = 0;
+    PyObject *f[3];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        int put = fields_of(row, 3, f);
+        if (!put)
+            fields_of(row, 2, f);
+        PyObject *found = line_bucket(l, f[0]);
+        PyObject *old = found ? PyDict_GetItemWithError(found, f[1]) : NULL;
+        if (PyErr_Occurred())
+            return -1;
+        if (!put && old == NULL)
+            continue;
+        r->bucket = f[0];
+        if (note_undo(r, f[1], old) < 0)
+            return -1;
+        if (put) {
+            if (found == NULL) {
+                PyErr_SetString(PyExc_RuntimeError, "a bucket went away in a frame");
+                return -1;
+            }
+            if (note_put(r, group, f[1], f[2]) < 0 || PyDict_SetItem(found, f[1], f[2]) < 0)
+                return -1;
+            r->keys_delta += old == NULL;
+            continue;
+        }
+        if (note_remove(r, group, f[1]) < 0 || PyDict_DelItem(found, f[1]) < 0)
+            return -1;
+        r->keys_delta--;
+        found_keys++;
+    }
+    return found_keys;
+}
+
+/* BULK: a frame whose rows are all plain (``bulk_plain``), as one group, ``OK <n>``. */
+static int
+line_bulk(LineRun *l, PyObject *request, PyObject **reply)
+{
+    Run *r = &l->run;
+    if (!PyTuple_Check(request) || PyTuple_GET_SIZE(request) != 1 || r->watched || l->any_index)
+        return FALLBACK;
+    PyObject *rows = PyTuple_GET_ITEM(request, 0);
+    if (!PyList_CheckExact(rows))
+        return FALLBACK;
+    Py_ssize_t n = PyList_GET_SIZE(rows), dels;
+    int plain = bulk_plain(l, rows, &dels);
+    if (plain <= 0)
+        return plain < 0 ? FAILED : FALLBACK;
+    PyObject *group = PyList_New(0);
+    if (group == NULL)
+        return FAILED;
+    Py_ssize_t found_keys = dels ? bulk_mixed(l, rows, group) : bulk_puts(l, rows, group);
+    int rc = found_keys < 0 ? -1 : close_group(r, group);
+    Py_DECREF(group);
     if (rc < 0)
         return FAILED;
-    l->counts[C_SETS] += n;
+    l->counts[C_SETS] += n - dels;
+    l->counts[C_DELS] += dels;
+    l->counts[C_DEL_HITS] += found_keys;
     *reply = PyBytes_FromFormat("OK %zd\n", n);
     return *reply == NULL ? FAILED : DONE;
 }
