@@ -30,7 +30,14 @@ from minidb.server._config import ServerConfig
 from minidb.server._lifecycle import open_store
 from minidb.store import COMMANDS, Batch, StoreOwner, StoreState
 from minidb.wal import _fs
-from minidb.wal._ops import PutContainer, decode_score
+from minidb.wal._ops import (
+    KIND_HASH,
+    KIND_LIST,
+    KIND_SET,
+    KIND_ZSET,
+    PutContainer,
+    decode_score,
+)
 from minidb.wal.testing import POWER_LOSS, CrashFS, PowerLoss, using
 from tests.store.test_actor import ArgvExecutor
 
@@ -57,8 +64,8 @@ CHECKPOINT_BYTES = 500
 CONTAINER_SEEDS = max(1, int(os.environ.get("MINIDB_CRASH_SEEDS", 2)))
 """Seeds whose every crash point the run tries (two by default: some 200 trials)."""
 GROUPS_PER_ROUND = 20
-KIND_NAMES = {1: "hash", 2: "set", 3: "list", 4: "zset"}
-"""The log's container kind -> its type (``minidb.wal.KIND_*``)."""
+KIND_NAMES = {KIND_HASH: "hash", KIND_SET: "set", KIND_LIST: "list", KIND_ZSET: "zset"}
+"""The log's container kind -> its type."""
 Group = list[list[list[bytes]]]  # batches of commands, committed together
 
 
