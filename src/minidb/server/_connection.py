@@ -75,10 +75,13 @@ Timers, read from ``loop.time()`` so a virtual clock drives them:
 
 - idle: one per connection, pushed out by every take, with ``loop.reschedule`` where the loop
   has it (the timer wheel moves the entry in O(1)) and cancel + ``call_at`` otherwise. An idle
-  connection is closed; if its output cannot drain (the client does not read) it is aborted,
-  since ``transport.close()`` would wait for the buffer forever and keep the slot;
+  connection is closed (not one blocked in BLPOP and the like, with a ``held`` batch: its
+  timer is pushed out again when it fires); if its output cannot drain (the client does not
+  read) it is aborted, since ``transport.close()`` would wait for the buffer forever and keep
+  the slot;
 - request timeout: at most one per connection, armed lazily for the oldest unanswered batch (or
-  the end of a wait for room) and re-armed when it fires, not one per read.
+  the end of a wait for room) and re-armed when it fires, not one per read. A ``held`` batch
+  (a blocked command, answered when its wait ends) is not overdue: it is never answered busy.
 
 Containment: nothing raised while handling one connection (decoding, dispatch, a callback the
 owner or a timer makes) escapes its callbacks: it is logged once (``connection_error`` with the
@@ -589,6 +592,9 @@ class Connection(asyncio.Protocol):
     def _on_idle(self) -> None:
         self._idle = None
         try:
+            if any(batch.held for batch in self._pending):
+                self._idle = self._loop.call_at(self._loop.time() + self._idle_s, self._on_idle)
+                return
             event(logger, logging.INFO, "connection_idle", peer=self._peer, idle_s=self._idle_s)
             self._close_or_abort()
         except Exception as exc:
@@ -602,7 +608,7 @@ class Connection(asyncio.Protocol):
             for batch in self._pending:
                 if batch.deadline > now:
                     break
-                if batch.replies is None:
+                if batch.replies is None and not batch.held:
                     batch.replies = self._refusals(batch.requests, self.busy_reply)
                     expired += len(batch.requests)
                     self._hub.count_refused(batch, "timeout")
@@ -614,7 +620,9 @@ class Connection(asyncio.Protocol):
             self._fail("request timer", exc)
 
     def _arm_request_timer(self) -> None:
-        when = next((b.deadline for b in self._pending if b.replies is None), None)
+        when = next(
+            (b.deadline for b in self._pending if b.replies is None and not b.held), None
+        )
         if self._room_since is not None:
             room_deadline = self._room_since + self._request_timeout_s
             if when is None or room_deadline < when:

@@ -96,6 +96,15 @@ Pub/sub: PUBLISH runs here in order with the data commands and only notes its me
 (``_pubsub``); ``_release`` delivers the group's messages after its replies, so a subscriber
 never sees a message before the writes that preceded the PUBLISH are logged and synced.
 
+Blocked clients (BLPOP and friends, ``_blocking``): a request an executor answers
+``Blocked`` registers its ``Waiter`` in ``blocking`` and its batch is ``held``: not answered
+with its group, and nothing after it runs (handed back). After every request that left a
+waited key ready (and once more at the end of the group), the owner serves the key's waiters
+in the order they blocked: each pop is a write of the current group, journaled there, and its
+reply is released with the group's, after the log sync. A wait also ends at its deadline (a
+timer on the loop: ``call_at``, so the runtime's wheel), by CLIENT UNBLOCK or by the client
+leaving; those change no data, so they answer at once, from any loop callback.
+
 Failpoints: ``store.owner`` is hit once per group (``crash-after(N)`` kills the owner after N
 groups); ``store.apply`` delays each group on the loop clock.
 """
@@ -126,6 +135,7 @@ from minidb.protocol import (
     Set,
     error_reply,
 )
+from minidb.store._blocking import Blocked, BlockingRegistry, Waiter
 from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
@@ -223,6 +233,19 @@ def _reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+class _Held:
+    """The owner's side of one waiter: the held batch, the replies of what ran before the
+    blocked request, and the timeout timer."""
+
+    __slots__ = ("batch", "prefix", "request", "timer")
+
+    def __init__(self, batch: Batch, prefix: list[bytes], request: object) -> None:
+        self.batch = batch
+        self.prefix = prefix
+        self.request = request
+        self.timer: asyncio.TimerHandle | None = None
+
+
 class StoreOwner:
     """Owns a ``StoreState`` (its keyspace) and a ``CommitLog``; ``run()`` is the task body.
 
@@ -278,6 +301,11 @@ class StoreOwner:
         self._inline = 0
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
+        self.blocking = BlockingRegistry(state.keyspace)
+        """The blocked clients (see "Blocked clients")."""
+        self._woken: list[Waiter] = []
+        """Waiters served in the group being applied: answered with it, after its sync."""
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.pubsub: PubSub = registry_for(state.keyspace)
         """Subscriptions, and the messages the group's PUBLISHes left for ``_release``."""
 
@@ -287,6 +315,7 @@ class StoreOwner:
         """Serve the mailbox until it is closed and drained; die loudly on any error."""
         loop = asyncio.get_running_loop()
         batches: list[Batch] = []
+        self._loop = loop
         try:
             self._arm_expiry(loop)
             if self.fsync == "everysec":
@@ -356,7 +385,9 @@ class StoreOwner:
             # The data dies with this task: whoever still waits learns it now, and the
             # mailbox refuses everything from here on.
             self.mailbox.close()
-            self._refuse(batches + self.mailbox.take_all(), UNAVAILABLE)
+            woken = [w.owner.batch for w in self._woken]
+            self._woken.clear()
+            self._refuse(batches + self.mailbox.take_all() + woken, UNAVAILABLE)
             raise
         finally:
             if self._background_sync is not None:
@@ -367,6 +398,7 @@ class StoreOwner:
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
                 self._expiry_timer = None
+            self._end_waits(UNAVAILABLE)
             if self._sync_executor is not None:
                 self._sync_executor.shutdown(wait=False)
 
@@ -472,8 +504,10 @@ class StoreOwner:
         results = []
         replica = self._replica
         tail = None
+        ready = self.blocking.ready
         for b in batches:
             sink = b.sink
+            blocked = False
             room = rooms.get(sink)
             if room is None:
                 room = sink.output_room()
@@ -491,26 +525,37 @@ class StoreOwner:
                 replies = []
                 for request in b.requests:
                     reply = run(state, request, journal, now_ms, room)
+                    if type(reply) is Blocked:
+                        self._block(b, replies, request, reply.waiter)
+                        blocked = True
+                        break
                     replies.append(reply)
                     room -= len(reply)
+                    if ready:  # it made a waited key ready: its waiters come next
+                        self._serve_waiters(now_ms)
                     if room < 0:
                         # A request standing for several (a run of commands) may have
                         # stopped inside: what it left goes back first.
                         tail = executor.remainder(request)
                         break
             requests = b.requests
-            if tail is not None or len(replies) < len(requests):
+            ran = len(replies) + blocked
+            if tail is not None or ran < len(requests):
                 # Out of room: the rest goes back to the sender unrun, and so does every
                 # later batch of it in this group, so its requests still run in order.
-                b.leftover = requests[len(replies):]
+                b.leftover = requests[ran:]
                 if tail is not None:
                     b.leftover.insert(0, tail)
                     tail = None
-                b.requests = requests[: len(replies)]
+                b.requests = requests[:ran]
                 room = -1
+            if blocked:
+                room = -1  # a blocked client runs nothing more meanwhile
             rooms[sink] = room
             results.append(replies)
         journal.close_group()  # whatever an executor left open is part of this group
+        if ready and not read_only and not replica:
+            self._serve_waiters(now_ms)
         return results
 
     def _log(
@@ -570,8 +615,16 @@ class StoreOwner:
             # rows: a frame's one reply stands for each of them (a batch cut short counts
             # the requests it ran; its leftover is counted when it comes back)
             count += batch.size if batch.leftover is None else len(batch.requests)
-            if batch.replies is None:
+            if batch.replies is None and not batch.held:
                 batch.replies = replies
+        woken = self._woken
+        if woken:
+            for waiter in woken:
+                held: _Held = waiter.owner
+                held.batch.held = False
+                held.batch.replies = [*held.prefix, waiter.reply or b""]
+                batches = [*batches, held.batch]  # its sink is flushed below
+            woken.clear()
         self._groups += 1
         self._requests += count
         self._size_sum += count
@@ -651,7 +704,67 @@ class StoreOwner:
                 else:
                     replies.append(state.execute(request, None, now_ms))
             results.append(replies)
+        for waiter in self._woken:  # its pop is rolled back: a write not logged
+            held = waiter.owner
+            executor = held.batch.executor
+            self._not_logged += 1
+            self._count_refused(EXECUTOR_VERB, "not_logged")
+            waiter.reply = executor.refusal(held.request, why) if executor else not_logged
         return results
+
+    # -- blocked clients -----------------------------------------------------------------
+
+    def _block(self, batch: Batch, prefix: list[bytes], request: object, waiter: Waiter) -> None:
+        """Hold ``batch`` (its last request run is ``request``, which blocked) until
+        ``waiter`` is served, times out or is released."""
+        if batch.replies is not None:
+            return  # answered busy while it waited in the mailbox: the client moved on
+        batch.held = True
+        held = waiter.owner = _Held(batch, prefix, request)
+        waiter.release = lambda reply: self._end_wait(waiter, reply)
+        self.blocking.add(waiter)
+        loop = self._loop
+        if waiter.timeout and loop is not None:
+            held.timer = loop.call_at(
+                loop.time() + waiter.timeout, self._end_wait, waiter, waiter.timed_out
+            )
+
+    def _serve_waiters(self, now_ms: int) -> None:
+        """Serve the waiters of the keys made ready (journaled in this group)."""
+        for waiter in self.blocking.serve_ready(self._journal, now_ms):
+            waiter.release = None
+            held: _Held = waiter.owner
+            if held.timer is not None:
+                held.timer.cancel()
+                held.timer = None
+            self._woken.append(waiter)
+
+    def _end_wait(self, waiter: Waiter, reply: bytes | None) -> bool:
+        """End a wait without serving it: at its deadline, CLIENT UNBLOCK (``reply`` what
+        the client is answered) or the client gone (None). False if it was not waiting.
+        Nothing changes in the data, so this may run from any loop callback."""
+        if not self.blocking.remove(waiter):
+            return False
+        waiter.release = None
+        held: _Held = waiter.owner
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        batch = held.batch
+        batch.held = False
+        if batch.replies is None:
+            batch.replies = [*held.prefix, reply or b""]
+        if reply is not None:
+            batch.sink.flush()
+        return True
+
+    def _end_waits(self, reply: bytes) -> None:
+        """The owner stops: every client still blocked is refused ``reply``'s reason."""
+        reason = reply.decode().removeprefix("ERR ").rstrip("\n")
+        for waiter in self.blocking.waiters():
+            held: _Held = waiter.owner
+            executor = held.batch.executor
+            self._end_wait(waiter, executor.refusal(held.request, reason) if executor else reply)
 
     def _count_refused(self, verb: str, outcome: str) -> None:
         key = (verb, outcome)

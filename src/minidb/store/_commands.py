@@ -29,6 +29,7 @@ from __future__ import annotations
 from minidb.store import _hashes, _keys, _lists, _pubsub, _sets, _streams, _strings, _zsets
 from minidb.store import scripting
 from minidb.store._args import Command, Session
+from minidb.store._blocking import WouldBlock
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import MAX_KEY_BYTES, Keyspace
 from minidb.store._results import OK, CommandError, ErrorReply, Result, wrong_arity
@@ -119,6 +120,34 @@ def execute(
         return OK
     else:
         result = _run(ks, session, argv, journal, now_ms)
+    journal.close_group()
+    return result
+
+
+BLOCKING: frozenset[bytes] = frozenset(
+    name for name, cmd in COMMANDS.items() if "blocking" in cmd.flags
+)
+"""Lower-case names of the commands that may block (BLPOP...; see ``_blocking``)."""
+
+
+def execute_blocking(
+    ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
+) -> Result | WouldBlock:
+    """``execute`` for a connection's lone blocking command: what would block comes back as
+    its ``WouldBlock`` (``execute`` answers it with the reply Redis gives in MULTI)."""
+    ks.sync_clock(now_ms)
+    cmd = COMMANDS.get(argv[0].lower())
+    refused = validate(argv)
+    result: Result | WouldBlock
+    if cmd is None or refused is not None:
+        result = refused
+    else:
+        try:
+            result = cmd.handler(ks, session, argv, journal, now_ms)
+        except WouldBlock as exc:
+            result = exc
+        except CommandError as exc:
+            result = exc.reply
     journal.close_group()
     return result
 

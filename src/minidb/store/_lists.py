@@ -1,4 +1,4 @@
-"""The list commands (not the blocking ones): pushes, pops, LRANGE and friends, LMOVE, LMPOP.
+"""The list commands: pushes, pops, LRANGE and friends, LMOVE, LMPOP and their blocking forms.
 
 Each handler follows its original in Redis's ``t_list.c``: the same order of checks (an
 argument that does not parse is refused before the key is looked at where Redis does so, a key
@@ -9,8 +9,10 @@ applied through ``Keyspace.change_list`` exactly as replay applies it, so the en
 converts alike in both and a list it empties is deleted. ``LMOVE`` is a pop and a push in one
 record; ``LTRIM`` pops from each side.
 
-Every push goes through ``push``: the one place where blocked clients (BLPOP and friends, to
-come) are to be woken.
+Every push goes through ``push``. Blocked clients (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BLMPOP)
+are woken by the keyspace's touch of the key (``_blocking``), whatever wrote it; their handlers
+here are the non-blocking forms that raise ``WouldBlock`` when every key is empty, after
+checking their arguments in Redis's order (the timeout first).
 
 Known difference: Redis converts a listpack to a quicklist before LINSERT looks for its pivot
 and before LSET checks its index, so a LINSERT of a long element that finds no pivot (or an
@@ -24,6 +26,7 @@ from itertools import islice
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
+from minidb.store._blocking import WouldBlock, parse_timeout, pop_first
 from minidb.store._elementscan import LONG_MAX
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
@@ -363,7 +366,60 @@ def lmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
     return NULL_ARRAY
 
 
+def _blocking_pop(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, left: bool
+) -> Result:
+    """Redis's ``blockingPopGenericCommand``: [key, element] of the first non-empty list."""
+    return pop_first(
+        argv, ListValue, lambda key: _get(ks, s, key, j, now_ms),
+        lambda key, found: _pop(ks, s, key, found, left, 1, j),
+    )
+
+
+@command("blpop", -3, "write", "blocking")
+def blpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _blocking_pop(ks, s, argv, j, now_ms, True)
+
+
+@command("brpop", -3, "write", "blocking")
+def brpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _blocking_pop(ks, s, argv, j, now_ms, False)
+
+
+def _blocking_move(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, left: bool, to: bool
+) -> Result:
+    """Redis's ``blmoveGenericCommand``: LMOVE, or block on the source (its null where it may
+    not block)."""
+    timeout = parse_timeout(argv[-1])
+    if _get(ks, s, argv[1], j, now_ms) is None:
+        raise WouldBlock((argv[1],), timeout, ListValue, None)
+    return _move(ks, s, argv, j, now_ms, left, to)
+
+
+@command("blmove", 6, "write", "denyoom", "blocking")
+def blmove(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    left, to = _side(argv[3]), _side(argv[4])
+    return _blocking_move(ks, s, argv, j, now_ms, left, to)
+
+
+@command("brpoplpush", 4, "write", "denyoom", "blocking")
+def brpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _blocking_move(ks, s, argv, j, now_ms, False, True)
+
+
+@command("blmpop", -5, "write", "blocking")
+def blmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``blmpopCommand``: the timeout first, then LMPOP's arguments."""
+    timeout = parse_timeout(argv[1])
+    result = lmpop.handler(ks, s, [b"lmpop", *argv[2:]], j, now_ms)
+    if result is NULL_ARRAY:
+        numkeys = int(argv[2])
+        raise WouldBlock(tuple(argv[3:3 + numkeys]), timeout, ListValue, NULL_ARRAY)
+    return result
+
+
 COMMANDS: list[Command] = [
     lpush, rpush, lpushx, rpushx, lpop, rpop, llen, lrange, lindex, lset, linsert, lrem, ltrim,
-    lpos, lmove, rpoplpush, lmpop,
+    lpos, lmove, rpoplpush, lmpop, blpop, brpop, blmove, brpoplpush, blmpop,
 ]  # fmt: skip

@@ -115,12 +115,19 @@ class Executor(Protocol):
         ...
 
 
+# An executor's ``execute`` may also return ``store._blocking.Blocked`` (empty bytes carrying
+# a ``Waiter``) for a request that blocks: the owner then holds that batch's replies until
+# the wait ends, and hands back what the batch had after it (see ``StoreOwner._block``).
+
+
 class Batch:
     """Requests one connection sent together (at most its in-flight bound), the ``Executor``
     that runs them (None: line-protocol requests), and (once answered) their replies in
     order."""
 
-    __slots__ = ("deadline", "executor", "leftover", "replies", "requests", "sink", "size")
+    __slots__ = (
+        "deadline", "executor", "held", "leftover", "replies", "requests", "sink", "size",
+    )
 
     def __init__(
         self,
@@ -142,6 +149,9 @@ class Batch:
         # None until answered. Whoever answers first wins: the owner, or the connection that
         # gave up waiting (request timeout) or was refused (busy / unavailable).
         self.replies: list[bytes] | None = None
+        self.held = False
+        """Its last request blocked (BLPOP...): the owner answers it later, when the wait
+        ends (``store._blocking``), not with the group that ran it."""
         self.leftover: list[Any] | None = None
         """The requests the owner did not run because the sink had no output room left (see
         ``ReplySink.output_room``), in order; ``requests`` is then cut to the ones it ran, and

@@ -17,6 +17,7 @@ from sortedcontainers import SortedList
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
+from minidb.store._blocking import pop_first
 from minidb.store._elementscan import (
     LONG_MAX,
     index_of,
@@ -697,6 +698,27 @@ def zpopmax(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
     return _pop(ks, s, argv, j, now_ms, True)
 
 
+def _blocking_pop(
+    ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int, highest: bool
+) -> Result:
+    """Redis's ``bzpopMinMaxCommand``: [key, member, score] of the first non-empty sorted
+    set."""
+    return pop_first(
+        argv, ZSetValue, lambda key: get_zset(ks, s, key, j, now_ms),
+        lambda key, _: _pop(ks, s, [argv[0], key], j, now_ms, highest),  # type: ignore[arg-type,return-value]
+    )
+
+
+@command("bzpopmin", -3, "write", "fast", "blocking")
+def bzpopmin(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _blocking_pop(ks, s, argv, j, now_ms, False)
+
+
+@command("bzpopmax", -3, "write", "fast", "blocking")
+def bzpopmax(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    return _blocking_pop(ks, s, argv, j, now_ms, True)
+
+
 # -- random picks and scans -------------------------------------------------------------------
 
 
@@ -869,5 +891,6 @@ COMMANDS: list[Command] = [
     zrandmember, zscan, zunionstore, zinterstore, zdiffstore, zunion, zinter, zdiff,
     zadd, zincrby, zcard, zscore, zmscore, zrank, zrevrank, zcount, zlexcount, zrange,
     zrevrange, zrangebyscore, zrevrangebyscore, zrangebylex, zrevrangebylex, zrangestore,
-    zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax,
+    zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax, bzpopmin,
+    bzpopmax,
 ]  # fmt: skip

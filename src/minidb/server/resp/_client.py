@@ -3,15 +3,16 @@
 What is served: ID, GETNAME/SETNAME (Redis's name rules: bytes ``!``..``~`` only, empty
 clears), SETINFO LIB-NAME/LIB-VER, INFO and LIST (Redis's line format), NO-EVICT and
 NO-TOUCH (accepted: minidb never evicts and keeps no access times), GETREDIR/TRACKINGINFO
-(tracking is always off), TRACKING OFF and REPLY ON (the only modes there are), HELP. Not
-served, with an error that says so: TRACKING ON (no invalidation messages), REPLY OFF/SKIP.
-KILL, PAUSE, UNPAUSE and UNBLOCK act on other connections and are not in the table, so they
-get Redis's ``unknown subcommand`` error.
+(tracking is always off), TRACKING OFF and REPLY ON (the only modes there are), HELP, and
+UNBLOCK (ends another connection's BLPOP and the like: ``store._blocking``). Not served, with
+an error that says so: TRACKING ON (no invalidation messages), REPLY OFF/SKIP. KILL, PAUSE and
+UNPAUSE act on other connections and are not in the table, so they get Redis's ``unknown
+subcommand`` error.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minidb.server.resp._commands_meta import help_lines
 from minidb.server.resp._errors import BAD_CLIENT_NAME, SYNTAX, one_line, printable, text
@@ -21,6 +22,13 @@ if TYPE_CHECKING:
     from minidb.server.resp._session import RespSession, SessionEnv
 
 _CLIENT_TYPES = (b"normal", b"master", b"replica", b"slave", b"pubsub")
+UNBLOCKED_ERROR = b"-UNBLOCKED client unblocked via CLIENT UNBLOCK\r\n"
+"""What ``CLIENT UNBLOCK <id> ERROR`` answers the blocked client (Redis's words)."""
+
+
+def is_blocked(session: RespSession) -> bool:
+    """Whether the session's connection waits in a blocking command (BLPOP...) now."""
+    return bool(getattr(session.owner_side, "blocked", False))
 
 
 def client_info_line(session: RespSession, now: float) -> str:
@@ -33,6 +41,7 @@ def client_info_line(session: RespSession, now: float) -> str:
     flags = "".join(
         flag
         for flag, on in (
+            ("b", is_blocked(session)),
             ("x", session.in_multi),
             ("c", session.closing),
             ("e", session.no_evict),
@@ -76,11 +85,37 @@ def client_command(session: RespSession, argv: list[bytes], env: SessionEnv) -> 
         return _switch(session, sub, argv)
     if sub == b"getredir":
         return -1
+    if sub == b"unblock":
+        return _unblock(argv, env)
     if sub == b"trackinginfo":
         return {b"flags": [b"off"], b"redirect": -1, b"prefixes": []}
     container = session.config.commands.top(b"client")
     assert container is not None
     return help_lines(container)
+
+
+def _unblock(argv: list[bytes], env: SessionEnv) -> Result:
+    """Redis's ``CLIENT UNBLOCK <id> [TIMEOUT|ERROR]``: 1 if that client was blocked (it is
+    answered its timeout reply, or the UNBLOCKED error), else 0."""
+    if len(argv) > 4:
+        return one_line(
+            b"ERR unknown subcommand or wrong number of arguments for '" + argv[1][:128]
+            + b"'. Try CLIENT HELP."
+        )
+    error = False
+    if len(argv) == 4:
+        how = argv[3].lower()
+        if how not in (b"timeout", b"error"):
+            return ErrorReply("ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR")
+        error = how == b"error"
+    wanted = parse_integer(argv[2])
+    if wanted is None:
+        return ErrorReply("ERR value is not an integer or out of range")
+    target = next((s for s in env.sessions() if s.id == wanted), None)
+    if target is None or not is_blocked(target):
+        return 0
+    side: Any = target.owner_side  # the connection's OwnerSide (server.resp._executor)
+    return int(side.unblock(UNBLOCKED_ERROR if error else side.waiter.timed_out))
 
 
 def _setinfo(session: RespSession, attr: bytes, value: bytes) -> Result:

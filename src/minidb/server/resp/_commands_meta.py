@@ -118,6 +118,8 @@ CLIENT_SUBCOMMANDS = (
             "Returns information about server-assisted client-side caching for the "
             "connection."
         )),
+    _local("client|unblock", -3, "admin " + _CLIENT_FLAGS, since="5.0.0", **_CONN,
+        summary="Unblocks a client blocked by a blocking command from a different connection."),
 )  # fmt: skip
 
 _SERVER = {"group": "server"}
@@ -623,6 +625,56 @@ PUBSUB_COMMANDS: tuple[CommandSpec, ...] = (
 Redis 7.2's metadata."""
 
 
+_BLOCKING_LIST = {"group": "list", "categories": ("list", "blocking")}
+_BLOCKING_ZSET = {"group": "sorted_set", "categories": ("sortedset", "blocking")}
+_KEYS_BUT_LAST = {"first_key": 1, "last_key": -2, "key_step": 1}
+BLOCKING_COMMANDS: tuple[CommandSpec, ...] = (
+    _spec("blmove", 6, "write denyoom blocking", since="6.2.0", **_LIST_MOVE, **_BLOCKING_LIST,
+        summary=(
+            "Pops an element from a list, pushes it to another list and returns it. Blocks "
+            "until an element is available otherwise. Deletes the list if the last element "
+            "was moved."
+        )),
+    _spec("blmpop", -5, "write blocking movablekeys", since="7.0.0", **_BLOCKING_LIST,
+        summary=(
+            "Pops the first element from one of multiple lists. Blocks until an element is "
+            "available otherwise. Deletes the list if the last element was popped."
+        )),
+    _spec("blpop", -3, "write blocking", since="2.0.0", **_KEYS_BUT_LAST, **_BLOCKING_LIST,
+        summary=(
+            "Removes and returns the first element in a list. Blocks until an element is "
+            "available otherwise. Deletes the list if the last element was popped."
+        )),
+    _spec("brpop", -3, "write blocking", since="2.0.0", **_KEYS_BUT_LAST, **_BLOCKING_LIST,
+        summary=(
+            "Removes and returns the last element in a list. Blocks until an element is "
+            "available otherwise. Deletes the list if the last element was popped."
+        )),
+    _spec("brpoplpush", 4, "write denyoom blocking", since="2.2.0", **_LIST_MOVE,
+        **_BLOCKING_LIST,
+        summary=(
+            "Pops an element from a list, pushes it to another list and returns it. Block "
+            "until an element is available otherwise. Deletes the list if the last element "
+            "was popped."
+        )),
+    _spec("bzpopmax", -3, "write blocking fast", since="5.0.0", **_KEYS_BUT_LAST,
+        **_BLOCKING_ZSET,
+        summary=(
+            "Removes and returns the member with the highest score from one or more sorted "
+            "sets. Blocks until a member available otherwise.  Deletes the sorted set if the "
+            "last element was popped."
+        )),
+    _spec("bzpopmin", -3, "write blocking fast", since="5.0.0", **_KEYS_BUT_LAST,
+        **_BLOCKING_ZSET,
+        summary=(
+            "Removes and returns the member with the lowest score from one or more sorted "
+            "sets. Blocks until a member is available otherwise. Deletes the sorted set if "
+            "the last element was popped."
+        )),
+)  # fmt: skip
+"""The blocking list and sorted-set commands (``store._blocking``), Redis 7.2's metadata."""
+
+
 _SCRIPTING = {"group": "scripting", "categories": ("scripting",)}
 _EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale movablekeys"
 _EVAL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly movablekeys"
@@ -679,7 +731,7 @@ class CommandTable:
         cls,
         data: Sequence[CommandSpec] = (
             DEFAULT_DATA_COMMANDS + HASH_COMMANDS + SET_COMMANDS + LIST_COMMANDS
-            + ZSET_COMMANDS + PUBSUB_COMMANDS + STREAM_COMMANDS
+            + ZSET_COMMANDS + PUBSUB_COMMANDS + BLOCKING_COMMANDS + STREAM_COMMANDS
             + SCRIPTING_COMMANDS
         ),
     ) -> CommandTable:

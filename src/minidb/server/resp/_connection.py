@@ -29,6 +29,14 @@ the owner's replies to the commands before it, before those of the commands afte
 replies count towards the in-flight bound like any other, so a client pipelining thousands of
 PINGs is paused by TCP flow control like one pipelining GETs.
 
+Blocking commands (BLPOP...). A blocking command ends its take: it goes to the owner as a
+``BlockingCall``, the last request of its batch, and the commands after it wait in the decoder
+(``hold``) until every reply owed is written, its own included; so a blocked connection runs
+nothing else, and its replies stay in order. Meanwhile it keeps reading only while nothing
+complete is waiting (a pipelined command after it pauses reading, as the in-flight bound
+does). A client that leaves (EOF or reset) while blocked ends its wait at once: the waiter is
+removed, nothing is left behind.
+
 Closing. ``QUIT`` is answered ``+OK`` and a protocol error ``-ERR Protocol error: ...``; in
 both cases the decoder stops there (pipelined commands after it are dropped unread, never run)
 and the connection drains: it closes once every reply before it, and it, are written. An HTTP
@@ -44,7 +52,13 @@ from typing import Any
 from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
 from minidb.server._connection import Connection
 from minidb.server._hub import Hub
-from minidb.server.resp._executor import OwnerSide, RespExecutor, RespRequest, unwatch_request
+from minidb.server.resp._executor import (
+    BlockingCall,
+    OwnerSide,
+    RespExecutor,
+    RespRequest,
+    unwatch_request,
+)
 from minidb.server.resp._pubsub import message_frames
 from minidb.server.resp._session import RespSession, SessionConfig, SessionEnv
 from minidb.server.resp._types import (
@@ -59,6 +73,7 @@ from minidb.server.resp._types import (
     ReplyAndClose,
 )
 from minidb.store import PLAIN_READS, Batch
+from minidb.store._commands import BLOCKING
 from minidb.store._pubsub import Message
 
 BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
@@ -66,6 +81,8 @@ BUSY_REPLY = b"-ERR busy: the server is overloaded, retry later\r\n"
 UNAVAILABLE_REPLY = b"-ERR store unavailable\r\n"
 
 _OWNER_ACTIONS = (Forward, ForwardWatch, ForwardTransaction)
+_BLOCKING = frozenset(name.decode() for name in BLOCKING)
+"""The session's ``last_command`` of a blocking command."""
 
 
 class RespContext:
@@ -108,6 +125,8 @@ class RespRequests:
         self.runs = False
         """A ``PlainRun`` was made: from then on this connection's requests do not all weigh
         one."""
+        self.hold = False
+        """A blocking command was taken: nothing more is taken until its reply is written."""
 
     def receive(self, data: bytes) -> None:
         if not self.closing:
@@ -217,6 +236,12 @@ class RespRequests:
                 action = session.handle(argv, env)
                 kind = type(action)
                 if kind is Forward:
+                    if session.last_command in _BLOCKING:
+                        # The last of this take: what follows waits for its reply.
+                        out.append(RespRequest(BlockingCall(action), side))  # type: ignore[arg-type]
+                        self.hold = True
+                        self._held = commands[at:]
+                        break
                     out.append(action)  # it carries the side: the owner's request as it is
                 elif kind in _OWNER_ACTIONS:
                     out.append(RespRequest(action, side))  # type: ignore[arg-type]
@@ -239,7 +264,7 @@ class RespRequests:
                     break
                 else:
                     assert kind is NoReply, action
-            if not more:
+            if not more or self.hold:
                 break
         if self.closing:
             self._held = []
@@ -275,7 +300,16 @@ class RespConnection(Connection):
         super().connection_made(transport)
 
     def _take(self) -> None:
-        super()._take()
+        decoder = self.requests_decoder
+        if decoder.hold and not self._pending:
+            decoder.hold = False  # the blocking command's reply is written: go on
+        if not decoder.hold:
+            super()._take()
+        if decoder.hold:
+            # Blocked (or about to be): what follows waits for the reply, and a backlog has
+            # the flush that writes it take again.
+            self._backlog = not self._closed and self._has_request()
+            self._set_reading()
         if self.requests_decoder.closing and not self._draining and not self._closed:
             # QUIT, a protocol error or an HTTP request line: nothing after it is read, and
             # the connection closes once what it owes is written (at once if nothing).
@@ -364,7 +398,18 @@ class RespConnection(Connection):
         except Exception as exc:
             self._fail("receive", exc)
 
+    def eof_received(self) -> bool:
+        # A blocked client that stops sending is gone, as Redis sees it: end the wait now
+        # (nothing else would: its reply may never come).
+        try:
+            if self.side.unblock(None):
+                self._write_answered()
+        except Exception as exc:
+            self._fail("eof_received", exc)
+        return super().eof_received()
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self.side.unblock(None)  # the waiter goes with the client
         self.session.forget_subscriptions()
         super().connection_lost(exc)
         if self.requests_decoder.watched:

@@ -18,6 +18,13 @@ that watch belongs to. Only the owner touches it. The RESP session never tells t
 first. A closing connection sends one last ``UNWATCH`` request (``unwatch_request``) so the
 keyspace forgets its keys.
 
+Blocking commands (BLPOP...) come as a ``RespRequest`` around a ``BlockingCall``, the last
+request of their batch (the connection sends nothing after one until it is answered). One that
+finds nothing to serve is answered ``Blocked``: its ``Waiter`` runs the command again when a key
+it waits on is ready (Redis 7 re-executes it too), with the session's bucket and protocol of
+the call, and the owner holds its reply until then (``store._blocking``). ``side.waiter`` is
+the connection's current waiter, for CLIENT UNBLOCK and the connection's close.
+
 Write-ness comes from the command table's flags (``write``): a transaction is a write if any
 of its commands is. With ``journal`` None (the store is read-only, or a failed group is answered
 again) writes are refused and reads run against a scratch journal nobody logs.
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from minidb.protocol import ErrorReply, RespEncoder
-from minidb.protocol._results import Result
+from minidb.protocol._results import NULL_ARRAY, Result
 from minidb.server.resp._errors import READONLY
 from minidb.server.resp._types import (
     Forward,
@@ -48,6 +55,8 @@ from minidb.store import (
     execute_transaction,
     run_plain,
 )
+from minidb.store._blocking import Blocked, Waiter, WouldBlock
+from minidb.store._commands import execute_blocking
 from minidb.store._keyspace import Keyspace
 
 DEFAULT_MAX_REPLY = 1 << 62
@@ -77,6 +86,29 @@ class OwnerSide:
     session: Session = field(default_factory=Session)
     token: WatchSet | None = None
     """The RESP session's ``WatchSet`` that ``session.watch`` was registered for."""
+    waiter: Waiter | None = None
+    """The last blocking command's wait (``release`` None once it ended)."""
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the connection waits in a blocking command now."""
+        waiter = self.waiter
+        return waiter is not None and waiter.release is not None
+
+    def unblock(self, reply: bytes | None) -> bool:
+        """End the wait, answering ``reply`` (None: nobody reads it); False if not blocked."""
+        waiter = self.waiter
+        release = waiter.release if waiter is not None else None
+        return release is not None and release(reply)
+
+
+class BlockingCall:
+    """A blocking command (BLPOP...) as the connection sends it: the last of its batch."""
+
+    __slots__ = ("forward",)
+
+    def __init__(self, forward: Forward) -> None:
+        self.forward = forward
 
 
 class RespRequest:
@@ -85,7 +117,11 @@ class RespRequest:
 
     __slots__ = ("action", "side")
 
-    def __init__(self, action: ForwardWatch | ForwardTransaction | None, side: OwnerSide) -> None:
+    def __init__(
+        self,
+        action: ForwardWatch | ForwardTransaction | BlockingCall | None,
+        side: OwnerSide,
+    ) -> None:
         self.action = action
         self.side = side
 
@@ -95,6 +131,8 @@ class RespRequest:
         action = self.action
         if action is None:
             return "UNWATCH"
+        if type(action) is BlockingCall:
+            return action.forward.verb
         return "WATCH" if type(action) is ForwardWatch else "EXEC"
 
 
@@ -200,6 +238,8 @@ class RespExecutor:
         if action is None:  # the connection closed: forget its watch
             self._drop_watch(ks, side, journal, now_ms)
             return b""
+        if type(action) is BlockingCall:
+            return self._blocking(ks, side, action.forward, journal, now_ms)
         if type(action) is ForwardWatch:
             watch: ForwardWatch = action
             if side.token is not watch.watch:
@@ -248,6 +288,40 @@ class RespExecutor:
         error = self._too_large(reply)  # type: ignore[arg-type]
         self.counts.failure(argv[0], error)
         return error.wire
+
+    def _blocking(
+        self, ks: Keyspace, side: OwnerSide, forward: Forward, journal: OpJournal, now_ms: int
+    ) -> bytes:
+        """A blocking command: its reply if it can be served now, else ``Blocked`` with the
+        waiter that serves it later (see the module docstring)."""
+        argv = forward.argv
+        calls = self._raw_calls
+        calls[argv[0]] = calls.get(argv[0], 0) + 1
+        session = side.session
+
+        def attempt(ks: Keyspace, journal: OpJournal, now_ms: int) -> bytes | WouldBlock:
+            session.bucket = forward.bucket
+            session.protocol = forward.protocol
+            result = execute_blocking(ks, session, argv, journal, now_ms)
+            if type(result) is WouldBlock:
+                return result
+            if type(result) is ErrorReply:
+                self.counts.failure(argv[0], result)
+            return self._encoders[forward.protocol].encode(result)  # type: ignore[arg-type]
+
+        def serve(ks: Keyspace, journal: OpJournal, now_ms: int) -> bytes | None:
+            reply = attempt(ks, journal, now_ms)
+            return None if type(reply) is WouldBlock else reply  # type: ignore[return-value]
+
+        first = attempt(ks, journal, now_ms)
+        if type(first) is not WouldBlock:
+            return first  # type: ignore[return-value]
+        waiter = Waiter(
+            forward.bucket, first.keys, first.kind, first.timeout, serve,
+            self._encoders[forward.protocol].encode(NULL_ARRAY),
+        )
+        side.waiter = waiter
+        return Blocked.on(waiter)
 
     def _run(
         self, ks: Keyspace, run: PlainRun, journal: OpJournal, now_ms: int, room: int
@@ -341,6 +415,8 @@ class RespExecutor:
             return any(argv[0].lower() in _WRITES for argv in run)
         action = request.action  # type: ignore[union-attr]
         kind = type(action)
+        if kind is BlockingCall:
+            return True  # its pops are writes (a replica refuses them)
         if kind is ForwardTransaction:
             return any(c.argv[0].lower() in _WRITES for c in action.commands)  # type: ignore[union-attr]
         return False
@@ -365,6 +441,7 @@ def unwatch_request(side: OwnerSide) -> RespRequest:
 
 
 __all__ = [
+    "BlockingCall",
     "CommandCounts",
     "OwnerRequest",
     "OwnerSide",

@@ -107,6 +107,8 @@ class InfoSnapshot:
     uptime_s: float = 0.0
     unix_time_us: int = 0
     connected_clients: int = 0
+    blocked_clients: int = 0
+    """Clients waiting in a blocking command (BLPOP...)."""
     used_memory: int = 0
     used_memory_peak: int = 0
     used_memory_rss: int = 0
@@ -178,7 +180,7 @@ def _section(name: str, facts: ServerFacts, snap: InfoSnapshot) -> list[str]:
             f"connected_clients:{snap.connected_clients}",
             "cluster_connections:0",
             f"maxclients:{facts.max_clients}",
-            "blocked_clients:0",
+            f"blocked_clients:{snap.blocked_clients}",
             "tracking_clients:0",
         ]
     if name == "memory":

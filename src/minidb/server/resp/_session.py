@@ -32,12 +32,12 @@ from __future__ import annotations
 import hmac
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from minidb.protocol import MAX_NAME_CHARS
 from minidb.server.resp._admin import command_command, config_command
-from minidb.server.resp._client import client_command
+from minidb.server.resp._client import client_command, is_blocked
 from minidb.server.resp._commands_meta import CommandSpec, CommandTable
 from minidb.server.resp._errors import (
     BAD_CLIENT_NAME,
@@ -484,7 +484,11 @@ class RespSession:
         return Simple("RESET")
 
     def _info(self, argv: list[bytes], env: SessionEnv) -> Result:
-        return Verbatim(render_info(sections_for(argv[1:]), self.config.facts, env.snapshot()))
+        snapshot = env.snapshot()
+        blocked = sum(map(is_blocked, env.sessions()))
+        if blocked:
+            snapshot = replace(snapshot, blocked_clients=blocked)
+        return Verbatim(render_info(sections_for(argv[1:]), self.config.facts, snapshot))
 
     def _client(self, argv: list[bytes], env: SessionEnv) -> Result:
         return client_command(self, argv, env)
