@@ -23,8 +23,10 @@ from minidb.store._streamvalue import StreamValue
 from minidb.wal._checkpoint import snapshot_chunks, snapshot_records
 from minidb.wal._ops import (
     KIND_STREAM,
+    STREAM_DELETE,
     STREAM_TRIM,
     AddElements,
+    Put,
     PutContainer,
     RemoveElements,
     decode_stream_element,
@@ -403,3 +405,75 @@ def test_streams_any_commands_replay_snapshot_and_roll_back_exactly(
         kept.records += c.journal.records
     c.journal = kept
     _replays(c)
+
+
+def test_streams_key_commands_and_type_names() -> None:
+    """Every key command takes a stream: SCAN TYPE stream finds it, EXPIRE/TTL/PERSIST, COPY
+    to another bucket (a copy: changing one leaves the other), FLUSHDB; the other types'
+    commands answer WRONGTYPE, and a stream command on another type too."""
+    c = Client()
+    c("XADD", "s", "1-1", "f", "v")
+    c("SET", "str", "v")
+    c("HSET", "h", "f", "v")
+    assert c("SCAN", "0", "TYPE", "stream") == [b"0", [b"s"]]
+    assert c("EXPIRE", "s", "100") == 1 and c("TTL", "s") == 100
+    assert c("PERSIST", "s") == 1 and c("TTL", "s") == -1
+    assert c("PEXPIREAT", "s", str(NOW + 5000)) == 1
+    assert c("COPY", "s", "t", "DB", "other") == 1
+    c.session.bucket = b"other"
+    assert c("XADD", "t", "2-2", "g", "w") == b"2-2" and c("XLEN", "t") == 2
+    assert c("PTTL", "t") == 5000
+    c.session.bucket = B
+    assert c("XLEN", "s") == 1 and c("OBJECT", "ENCODING", "s") == b"stream"
+    for argv in (("XADD", "h", "*", "a", "b"), ("XLEN", "str"), ("XREAD", "STREAMS", "h", "0"),
+                 ("HGET", "s", "f"), ("SMEMBERS", "s"), ("ZCARD", "s"), ("LLEN", "s"),
+                 ("INCR", "s"), ("APPEND", "s", "x")):  # fmt: skip
+        assert c(*argv) == WRONG, argv
+    _replays(c)
+    assert c("FLUSHDB") == Simple("OK") and c("XLEN", "s") == 0 and c("EXISTS", "s") == 0
+    _replays(c)
+
+
+def test_streams_a_frozen_snapshot_never_sees_later_changes() -> None:
+    """A stream captured by a checkpoint is copied before its first change (copy-on-write):
+    XADD, XDEL and a trim after the capture leave the snapshot as it was, and it reads back."""
+    c = Client()
+    for i in range(1, 6):
+        c("XADD", "s", f"{i}-0", "f", str(i))
+    captured = c.ks.peek(B, b"s")
+    payloads = StoreState(c.ks).frozen_snapshot()
+    c("XADD", "s", "MAXLEN", "2", "9-0", "g", "h")
+    c("XDEL", "s", "5-0")
+    assert c.ks.peek(B, b"s") is not captured
+    assert isinstance(captured, StreamValue) and captured.ids == [i << 64 for i in range(1, 6)]
+    restored = Keyspace(now_ms=NOW)
+    restored.apply_ops([op for p in payloads for op in decode_ops(p)], NOW)
+    stream = restored.peek(B, b"s")
+    assert isinstance(stream, StreamValue) and stream.ids == captured.ids
+    assert stream.meta == (5 << 64, 5, 0)
+    assert _ids(c("XRANGE", "s", "-", "+")) == [b"9-0"]
+    _replays(c)
+
+
+def test_streams_a_big_stream_snapshots_in_chunks() -> None:
+    """A stream of more than 64 KiB is written as a PutContainer and AddElements chunks and
+    reads back whole; replaying any stream op on a missing key or the wrong type refuses."""
+    c = Client()
+    for i in range(1, 2001):
+        c("XADD", "big", f"{i}", "payload", "x" * 100)
+    ops = [op for p in StoreState(c.ks).snapshot() for op in decode_ops(p)]
+    assert sum(type(op) is AddElements for op in ops) > 1
+    _replays(c)
+    empty = AddElements(B, b"e", KIND_STREAM, (encode_stream_meta(0, 0, 0),))
+    for bad in (
+        RemoveElements(B, b"e", KIND_STREAM, (encode_stream_id(STREAM_TRIM, 1),)),
+        RemoveElements(B, b"e", KIND_STREAM, (encode_stream_id(STREAM_DELETE, 1),)),
+        AddElements(B, b"str", KIND_STREAM, (encode_stream_meta(0, 0, 0),)),
+    ):
+        fresh = Keyspace(now_ms=NOW)
+        fresh.apply_ops([Put(B, b"str", b"v"), empty], NOW)
+        try:
+            fresh.apply_ops([bad], NOW)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
