@@ -422,3 +422,32 @@ def test_scripting_log(db: Db, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("INFO", logger="minidb.scripting"):
         assert ev(db, "redis.log(redis.LOG_WARNING, 'hello', 42)") is None
     assert "hello 42" in caplog.text
+
+
+def test_scripting_publish(db: Db) -> None:
+    """PUBLISH from a script reaches the pub/sub registry's outbox (delivered once the group
+    is logged); a script stopped by the time limit delivers nothing."""
+    from minidb.store._pubsub import registry_for
+
+    class Receiver:
+        def receive(self, messages: list[object]) -> None:
+            pass
+
+    registry = registry_for(db[0])
+    registry.subscribe(Receiver(), b"ch")
+    assert ev(db, "return redis.call('PUBLISH', 'ch', 'm')") == 1
+    published = len(registry.outbox)
+    assert published == 1
+    ENGINE.clock = TickingClock(step=1.0)
+    reply = ev(db, "redis.call('PUBLISH', 'ch', 'lost') while true do end")
+    assert isinstance(reply, ErrorReply) and "killed" in reply.message
+    assert len(registry.outbox) == published
+
+
+@pytest.mark.parametrize("count", [0, 3, 1000])
+def test_scripting_many_arguments(db: Db, count: int) -> None:
+    """KEYS and ARGV arrive whole however many there are (a long list goes another way)."""
+    args = [str(i) for i in range(count)]
+    assert ev(db, "return {#KEYS, #ARGV, KEYS[1], ARGV[#ARGV]}", "k1", "k2", *args, keys=2) == [
+        2, count, b"k1", *([str(count - 1).encode()] if count else []),
+    ]

@@ -10,12 +10,14 @@ What ``redis.call`` may run: the store's commands, ``PING`` and ``ECHO``; Redis'
 the rest ("Unknown Redis command called from script", "This Redis command is not allowed from
 script" for MULTI/EXEC/WATCH/EVAL/SCRIPT/blocking commands, as Redis 7.0 answers them), and for
 a write in ``EVAL_RO``/``EVALSHA_RO``. ``SELECT`` inside a script changes the script's database
-only, as in Redis 7.
+only, as in Redis 7. ``PUBLISH`` works: its messages leave with the group's replies, after
+the log write, like any PUBLISH.
 
 The time limit (``time_limit_ms``, ``--lua-time-limit``): past it the sandbox's count hook stops
 the script with ``ERR Script killed ...`` and, better than Redis (which can stop a script only
 before it wrote), everything the script changed is taken back through the journal's undo
-entries, so the reply is an error and the store is as before the script. The owner serves no
+entries, so the reply is an error and the store is as before the script (and what it
+PUBLISHed is not delivered). The owner serves no
 one while a script runs (one thread), so there is no ``BUSY`` state and ``SCRIPT KILL`` always
 answers ``NOTBUSY``: the time limit is how a runaway script ends.
 
@@ -32,9 +34,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from minidb.protocol._results import SIMPLE_PONG
-from minidb.store._args import Session
+from minidb.store._args import Command, Session
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
+from minidb.store._pubsub import registry_for
 from minidb.store._results import ErrorReply, Result
 from minidb.store.scripting import _libs
 from minidb.store.scripting._cache import MAX_SCRIPT_BYTES, ScriptCache, sha1_of
@@ -99,6 +102,9 @@ class ScriptEngine:
         self.clock = clock
         self.cache = ScriptCache()
         self._sandbox: Sandbox | None = None
+        self._commands: dict[bytes, Command] = {}
+        self._run_command: Callable[[Keyspace, Session, list[bytes], OpJournal, int], Result]
+        self._table: Callable[[Any], Any]
         self._running: _Running | None = None
         self._deadline: float | None = None
         self._killed = False
@@ -113,10 +119,15 @@ class ScriptEngine:
         return self._sandbox
 
     def _make_sandbox(self) -> Sandbox:
+        # The command table, bound once: the command engine imports this package, so it is
+        # complete only by the time the first script runs (an import per call costs ~4 us).
+        from minidb.store._commands import COMMANDS, _run
+
+        self._commands, self._run_command = COMMANDS, _run
         box = Sandbox(
             self._call, self._call_raising, _describe, self._time_up, max_memory=self.max_memory
         )
-        table = box.table
+        table = self._table = box.table
         box.install("redis", {
             b"call": box.call,
             b"pcall": box.pcall,
@@ -187,6 +198,8 @@ class ScriptEngine:
         records_mark, ops_mark, undo_mark = (
             len(journal.records), len(journal.open_ops), len(journal.undo)
         )
+        outbox = registry_for(ks).outbox
+        published_mark = len(outbox)
         # The script's own session: a SELECT inside it is the script's business (Redis 7).
         own = Session(bucket=session.bucket, protocol=2)
         self._running = _Running(ks, own, journal, now_ms, read_only)
@@ -206,6 +219,7 @@ class ScriptEngine:
         if self._killed:
             self.scripts_killed += 1
             _take_back(ks, journal, records_mark, ops_mark, undo_mark)
+            del outbox[published_mark:]  # what it published is not delivered either
             return ErrorReply(killed_message(self.time_limit_ms) + trailer + _where(value))
         if ok:
             try:
@@ -247,7 +261,7 @@ class ScriptEngine:
         result = self._dispatch(running, argv)
         if type(result) is ErrorReply:
             return False, result.message.encode("utf-8", "surrogateescape")
-        return True, to_lua(result, self.sandbox.table)
+        return True, to_lua(result, self._table)
 
     def _call_raising(self, *args: Any) -> Any:
         """``redis.call``: the result as a Lua value, or the error raised (as a
@@ -258,8 +272,6 @@ class ScriptEngine:
         return value
 
     def _dispatch(self, running: _Running, argv: list[bytes]) -> Result:
-        from minidb.store._commands import COMMANDS, _run  # the engine imports this module
-
         name = argv[0].lower()
         if name in NOT_IN_SCRIPTS:
             return ErrorReply(NOT_ALLOWED)
@@ -267,7 +279,7 @@ class ScriptEngine:
             return argv[1] if len(argv) == 2 else SIMPLE_PONG
         if name == b"echo":
             return argv[1] if len(argv) == 2 else ErrorReply(ARITY_IN_SCRIPT)
-        cmd = COMMANDS.get(name)
+        cmd = self._commands.get(name)
         if cmd is None:
             return ErrorReply(UNKNOWN_IN_SCRIPT)
         if (cmd.arity > 0 and len(argv) != cmd.arity) or len(argv) < -cmd.arity:
@@ -276,7 +288,9 @@ class ScriptEngine:
             return ErrorReply(NOT_ALLOWED)
         if running.read_only and "write" in cmd.flags:
             return ErrorReply(WRITE_IN_READ_ONLY)
-        return _run(running.ks, running.session, argv, running.journal, running.now_ms)
+        return self._run_command(
+            running.ks, running.session, argv, running.journal, running.now_ms
+        )
 
     def _setresp(self, version: Any = None, *rest: Any) -> None:
         if version != 2 or rest:

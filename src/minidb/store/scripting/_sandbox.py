@@ -33,6 +33,10 @@ import lupa.lua51 as lua
 HOOK_INSTRUCTIONS = 10_000
 """VM instructions between two checks of the script's deadline (each a Python call, ~1 us)."""
 
+MAX_PASSED_ARGUMENTS = 256
+"""KEYS and ARGV up to this many in all are passed to Lua as call arguments (cheaper than two
+``table_from``); more go as tables (Lua's C stack holds only a few thousand values)."""
+
 DEFAULT_MAX_MEMORY = 256 << 20
 """Bytes the Lua state may hold in all (scripts, their data, the cache's compiled chunks)."""
 
@@ -149,7 +153,13 @@ on_count = function()
   end
 end
 
-local function run(fn, keys, argv)
+local function run(fn, nkeys, keys, argv, ...)
+  if nkeys then  -- KEYS and ARGV given as the arguments after argv (a short list)
+    local all = {...}
+    keys, argv = {}, {}
+    for i = 1, nkeys do keys[i] = all[i] end
+    for i = nkeys + 1, #all do argv[i - nkeys] = all[i] end
+  end
   G.KEYS, G.ARGV = keys, argv
   sethook(on_count, '', host.hook_instructions)
   local ok, result = xpcall(fn, on_error)
@@ -255,8 +265,11 @@ class Sandbox:
     def run(self, fn: Any, keys: list[bytes], argv: list[bytes]) -> tuple[bool, Any]:
         """Call ``fn`` with KEYS and ARGV set: (True, its value) or (False, the error, a
         ``{err=, source=, line=}`` table or Lua's message when even that failed)."""
-        table_from = self.runtime.table_from
-        ok, result = self._run(fn, table_from(keys), table_from(argv))
+        if len(keys) + len(argv) <= MAX_PASSED_ARGUMENTS:
+            ok, result = self._run(fn, len(keys), None, None, *keys, *argv)
+        else:
+            table_from = self.runtime.table_from
+            ok, result = self._run(fn, None, table_from(keys), table_from(argv))
         return bool(ok), result
 
     def install(self, name: str, library: dict[bytes, Any]) -> None:
