@@ -232,6 +232,7 @@ def test_redis_py_blocking_pops_with_timeouts(server: ServerProcess) -> None:
     [(["BLPOP", "q", "-1"], b"-ERR timeout is negative\r\n"),
      (["BLPOP", "q", "soon"], b"-ERR timeout is not a float or out of range\r\n"),
      (["BRPOP", "q", "1e400"], b"-ERR timeout is out of range\r\n"),
+     (["BRPOP", "q", "-inf"], b"-ERR timeout is negative\r\n"),
      (["BLPOP", "q"], b"-ERR wrong number of arguments for 'blpop' command\r\n"),
      (["BLMOVE", "a", "b", "LEFT", "LEFT"],
       b"-ERR wrong number of arguments for 'blmove' command\r\n"),
@@ -300,6 +301,22 @@ def test_a_blocked_client_that_leaves_leaves_no_waiter(server: ServerProcess, ho
     assert admin.lrange("q", 0, -1) == [b"x"]
     for raw in raws:
         raw.close()
+
+
+def test_shutdown_closes_a_blocked_client_without_waiting_for_the_grace(
+    serve: ServeFactory,
+) -> None:
+    """SIGTERM with a client blocked forever: it is closed (no reply) and the server exits
+    well before its 60 s grace period."""
+    server = serve("--resp-port", "0", "--grace", "60")
+    admin = _redis(server)
+    raw = Raw(_port(server))
+    raw.send(["BLPOP", "q", "0"])
+    _until_blocked(admin, 1)
+    server.terminate()
+    assert server.wait(timeout=20) == 0
+    raw.read(b"")
+    assert raw.sock.recv(1) == b""
 
 
 # -- timers on the virtual clock -------------------------------------------------------------

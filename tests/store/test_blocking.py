@@ -117,6 +117,7 @@ def test_parse_timeout_reads_seconds_rounded_up_to_ms(text: bytes, seconds: floa
      "float or out of range"), (b"", "ERR timeout is not a float or out of range"),
      (b"nan", "ERR timeout is not a float or out of range"),
      (b"1e400", "ERR timeout is out of range"), (b"inf", "ERR timeout is out of range"),
+     (b"-inf", "ERR timeout is negative"), (b"-1e400", "ERR timeout is negative"),
      (b"9223372036854776", "ERR timeout is out of range")],
 )  # fmt: skip
 def test_parse_timeout_refuses_as_redis_words_it(text: bytes, error: str) -> None:

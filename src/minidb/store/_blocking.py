@@ -50,17 +50,21 @@ _LLONG_MAX = (1 << 63) - 1
 _FLOAT = re.compile(rb"[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?)", re.I)
 
 
-def parse_timeout(text: bytes) -> float:
-    """A blocking command's timeout in seconds (0: forever), as Redis's
-    ``getTimeoutFromObjectOrReply`` reads it: rounded up to whole milliseconds."""
+def parse_timeout(text: bytes, now_ms: int = 0) -> float:
+    """A blocking command's timeout in seconds (0: forever), as Redis 7.2's
+    ``getTimeoutFromObjectOrReply`` reads it: rounded up to whole milliseconds, refused when
+    the deadline (``now_ms`` plus it) would not fit in a signed 64-bit millisecond count."""
     if _FLOAT.fullmatch(text) is None:
         raise CommandError(TIMEOUT_NOT_FLOAT)
     ms = float(text) * 1000.0
     if ms > _LLONG_MAX:
         raise CommandError(TIMEOUT_OUT_OF_RANGE)
-    if ms < 0 and math.ceil(ms) < 0:
+    if ms == -math.inf or math.ceil(ms) < 0:
         raise CommandError(TIMEOUT_NEGATIVE)
-    return max(math.ceil(ms), 0) / 1000.0
+    whole = math.ceil(ms)
+    if whole > _LLONG_MAX - now_ms:
+        raise CommandError(TIMEOUT_OUT_OF_RANGE)
+    return whole / 1000.0
 
 
 class WouldBlock(CommandError):
@@ -80,6 +84,7 @@ class WouldBlock(CommandError):
 
 def pop_first(
     argv: list[bytes],
+    now_ms: int,
     kind: type,
     find: Callable[[bytes], Any],
     pop: Callable[[bytes, Any], list[Result]],
@@ -87,7 +92,7 @@ def pop_first(
     """BLPOP, BRPOP, BZPOPMIN, BZPOPMAX (``key... timeout``): the timeout checked first, then
     [key, *what ``pop`` took] of the first key ``find`` finds non-empty, in argument order
     (a key of another type answers WRONGTYPE from ``find``); else block on them all."""
-    timeout = parse_timeout(argv[-1])
+    timeout = parse_timeout(argv[-1], now_ms)
     keys = tuple(argv[1:-1])
     for key in keys:
         found = find(key)

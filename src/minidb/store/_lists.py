@@ -371,7 +371,7 @@ def _blocking_pop(
 ) -> Result:
     """Redis's ``blockingPopGenericCommand``: [key, element] of the first non-empty list."""
     return pop_first(
-        argv, ListValue, lambda key: _get(ks, s, key, j, now_ms),
+        argv, now_ms, ListValue, lambda key: _get(ks, s, key, j, now_ms),
         lambda key, found: _pop(ks, s, key, found, left, 1, j),
     )
 
@@ -391,7 +391,7 @@ def _blocking_move(
 ) -> Result:
     """Redis's ``blmoveGenericCommand``: LMOVE, or block on the source (its null where it may
     not block)."""
-    timeout = parse_timeout(argv[-1])
+    timeout = parse_timeout(argv[-1], now_ms)
     if _get(ks, s, argv[1], j, now_ms) is None:
         raise WouldBlock((argv[1],), timeout, ListValue, None)
     return _move(ks, s, argv, j, now_ms, left, to)
@@ -411,7 +411,7 @@ def brpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms
 @command("blmpop", -5, "write", "blocking")
 def blmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     """Redis's ``blmpopCommand``: the timeout first, then LMPOP's arguments."""
-    timeout = parse_timeout(argv[1])
+    timeout = parse_timeout(argv[1], now_ms)
     result = lmpop.handler(ks, s, [b"lmpop", *argv[2:]], j, now_ms)
     if result is NULL_ARRAY:
         numkeys = int(argv[2])

@@ -704,7 +704,7 @@ def _blocking_pop(
     """Redis's ``bzpopMinMaxCommand``: [key, member, score] of the first non-empty sorted
     set."""
     return pop_first(
-        argv, ZSetValue, lambda key: get_zset(ks, s, key, j, now_ms),
+        argv, now_ms, ZSetValue, lambda key: get_zset(ks, s, key, j, now_ms),
         lambda key, _: _pop(ks, s, [argv[0], key], j, now_ms, highest),  # type: ignore[arg-type,return-value]
     )
 

@@ -398,6 +398,13 @@ class RespConnection(Connection):
         except Exception as exc:
             self._fail("receive", exc)
 
+    def begin_drain(self) -> None:
+        # Shutting down: a blocked client is closed without its reply, as Redis closes its
+        # clients, rather than held until the grace period ends.
+        if self.side.unblock(None):
+            self._write_answered()
+        super().begin_drain()
+
     def eof_received(self) -> bool:
         # A blocked client that stops sending is gone, as Redis sees it: end the wait now
         # (nothing else would: its reply may never come).
