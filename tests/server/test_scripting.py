@@ -223,3 +223,14 @@ def test_scripting_replies_match_redis(resp: ServerProcess, redis_server: RedisS
             assert raw.raw(argv) == redis_server.raw(argv), argv
     finally:
         raw.close()
+
+
+def test_scripting_long_script_is_answered_not_busy(serve: ServeFactory) -> None:
+    """A script that runs past --request-timeout gets its own reply, not ERR busy for a
+    write that was done (the owner does not poll the sockets before that group's sync)."""
+    server = drain_stderr(serve("--resp-port", "0", "--request-timeout", "0.05",
+                                "--lua-time-limit", "60000"))
+    r = _client(server)
+    body = "redis.call('SET', 'slow', 'done') local t = 0 for i = 1, 2e7 do t = t + i end return 1"
+    assert r.eval(body, 0) == 1
+    assert r.get("slow") == b"done"
