@@ -41,6 +41,7 @@ def client_info_line(session: RespSession, now: float) -> str:
     flags = "".join(
         flag
         for flag, on in (
+            ("P", session.pubsub.subscribed(session.subscriber)),
             ("b", is_blocked(session)),
             ("x", session.in_multi),
             ("c", session.closing),
@@ -50,11 +51,12 @@ def client_info_line(session: RespSession, now: float) -> str:
         if on
     )
     bucket = session.bucket.decode()
+    sub, psub, ssub = session.subscriptions
     return (
         f"id={session.id} addr={session.addr} laddr={session.laddr} fd=-1 "
         f"name={text(session.name or b'')} age={max(0, int(now - session.created_at))} "
         f"idle={max(0, int(now - session.last_interaction))} flags={flags or 'N'} "
-        f"db={bucket if bucket.isdigit() else -1} sub=0 psub=0 ssub=0 "
+        f"db={bucket if bucket.isdigit() else -1} sub={sub} psub={psub} ssub={ssub} "
         f"multi={session.queued if session.in_multi else -1} "
         "qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 "
         f"events=r cmd={session.last_command} user=default redir=-1 resp={session.protocol} "

@@ -389,6 +389,13 @@ class RespConnection(Connection):
     def _refusals(self, requests: list[Any], reply: bytes) -> list[bytes]:
         return [reply * self._weight_of(request) for request in requests]
 
+    def _on_idle(self) -> None:
+        if self.session.pubsub.subscribed(self):
+            # A subscriber waits for messages, not for replies: Redis never times it out.
+            self._idle = self._loop.call_at(self._loop.time() + self._idle_s, self._on_idle)
+            return
+        super()._on_idle()
+
     def receive(self, messages: list[tuple[Message, bytes | None]]) -> None:
         """Pub/sub messages for this client (the owner's call when a group is released), in
         the protocol the session speaks now: after every reply already owed, and counted

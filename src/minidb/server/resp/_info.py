@@ -119,6 +119,11 @@ class InfoSnapshot:
     keyspace_misses: int = 0
     expired_keys: int = 0
     total_error_replies: int = 0
+    pubsub_channels: int = 0
+    """Channels with a subscriber (shard channels apart)."""
+    pubsub_patterns: int = 0
+    """Distinct patterns with a subscriber."""
+    pubsubshard_channels: int = 0
     total_net_input_bytes: int = 0
     total_net_output_bytes: int = 0
     changes_since_last_checkpoint: int = 0
@@ -222,8 +227,9 @@ def _section(name: str, facts: ServerFacts, snap: InfoSnapshot) -> list[str]:
             "evicted_keys:0",
             f"keyspace_hits:{snap.keyspace_hits}",
             f"keyspace_misses:{snap.keyspace_misses}",
-            "pubsub_channels:0",
-            "pubsub_patterns:0",
+            f"pubsub_channels:{snap.pubsub_channels}",
+            f"pubsub_patterns:{snap.pubsub_patterns}",
+            f"pubsubshard_channels:{snap.pubsubshard_channels}",
             f"total_error_replies:{snap.total_error_replies}",
         ]
     if name == "replication":

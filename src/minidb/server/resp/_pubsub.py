@@ -15,14 +15,16 @@ longer than ``MAX_CHANNEL_BYTES`` is refused, whole command, before anything is 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from minidb.protocol._resp_replies import Frames, Push, RespEncoder
 from minidb.server.resp._commands_meta import help_lines
 from minidb.server.resp._errors import MAX_ERROR_ECHO_BYTES, one_line
+from minidb.server.resp._info import InfoSnapshot
 from minidb.server.resp._types import ErrorReply, Result
 from minidb.store import MAX_KEY_BYTES
-from minidb.store._pubsub import Message
+from minidb.store._pubsub import Message, PubSub
 
 if TYPE_CHECKING:
     from minidb.server.resp._session import RespSession, SessionEnv
@@ -150,6 +152,17 @@ def _syntax(argv: list[bytes]) -> ErrorReply:
     )
 
 
+def with_pubsub_figures(snapshot: InfoSnapshot, registry: PubSub) -> InfoSnapshot:
+    """``snapshot`` with INFO's ``pubsub_channels``, ``pubsub_patterns`` and
+    ``pubsubshard_channels`` read from ``registry`` now."""
+    return replace(
+        snapshot,
+        pubsub_channels=registry.channel_count(),
+        pubsub_patterns=registry.numpat,
+        pubsubshard_channels=registry.channel_count(shard=True),
+    )
+
+
 def message_frames(messages: list[tuple[Message, bytes | None]], protocol: int) -> bytes:
     """The wire form of a subscriber's messages: ``message``, ``pmessage`` (with the pattern)
     or ``smessage`` frames, push frames in RESP3 and arrays in RESP2. Each frame is encoded
@@ -182,4 +195,5 @@ __all__ = [
     "subscribe",
     "subscribed_mode_error",
     "unsubscribe",
+    "with_pubsub_figures",
 ]

@@ -65,6 +65,7 @@ from minidb.server.resp._pubsub import (
     subscribe,
     subscribed_mode_error,
     unsubscribe,
+    with_pubsub_figures,
 )
 from minidb.server.resp._types import (
     OK,
@@ -488,6 +489,7 @@ class RespSession:
         blocked = sum(map(is_blocked, env.sessions()))
         if blocked:
             snapshot = replace(snapshot, blocked_clients=blocked)
+        snapshot = with_pubsub_figures(snapshot, self.pubsub)
         return Verbatim(render_info(sections_for(argv[1:]), self.config.facts, snapshot))
 
     def _client(self, argv: list[bytes], env: SessionEnv) -> Result:
