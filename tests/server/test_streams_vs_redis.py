@@ -5,7 +5,8 @@ minidb runs in process, as in ``test_containers_vs_redis`` (whose Redis fixture 
 Ids are explicit or ``<ms>-*`` (``*`` takes each server's clock: compared by shape only, in
 its own test). Approximate trims (``~``) remove whole nodes in both: a sequence here is too
 short to fill a node of 100 entries, and RQ's pattern (a stream that grows, trimmed by
-``MAXLEN ~``) has its own test over several nodes. XREAD without BLOCK. OBJECT
+``MAXLEN ~``) has its own test over several nodes. XREAD BLOCK is tested on a real server
+below. OBJECT
 ENCODING of a list differs (the installed Redis may be 7.0): a stream's is checked alone.
 Skipped without ``redis-server``. Last, streams through a real ``minidb serve`` killed with
 SIGKILL and restarted (snapshots and the log).
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from minidb.protocol import encode_command
 from minidb.protocol._resp_client import RespReplyDecoder
-from minidb.protocol._results import ErrorReply, Simple
+from minidb.protocol._results import NULL_ARRAY, ErrorReply, Simple
 from tests.server.conftest import IO_TIMEOUT_S, ServeFactory
 from tests.server.test_containers_vs_redis import Minidb, RedisServer, redis_server
 
@@ -213,3 +214,54 @@ def test_streams_survive_kill_9_through_snapshots_and_the_log(serve: ServeFactor
     assert c("XADD", "jobs", "300-*", "f", "v") == b"300-1"
     assert c("XREVRANGE", "jobs", "+", "-", "COUNT", "1") == [[b"300-1", [b"f", b"v"]]]
     c.close()
+
+
+def _read_reply(sock: socket.socket) -> Any:
+    decoder = RespReplyDecoder()
+    while True:
+        chunk = sock.recv(1 << 16)
+        assert chunk, "minidb closed the connection"
+        replies = decoder.feed(chunk)
+        if replies:
+            return replies[0]
+
+
+def _nothing_within(sock: socket.socket, wait: float) -> bool:
+    """True if no byte arrives within ``wait`` seconds (the client is still blocked)."""
+    sock.settimeout(wait)
+    try:
+        return not sock.recv(1, socket.MSG_PEEK)
+    except TimeoutError:
+        return True
+    finally:
+        sock.settimeout(IO_TIMEOUT_S)
+
+
+def test_streams_xread_block_is_woken_by_xadd(serve: ServeFactory) -> None:
+    """XREAD BLOCK 0 on ``$`` waits until another client's XADD, then answers that entry
+    alone; BLOCK with a timeout answers null when it passes; inside MULTI it answers null at
+    once, as Redis does."""
+    server = serve("--resp-port", "0")
+    assert server.resp_port is not None
+    writer = _Resp(server.resp_port)
+    writer("XADD", "s", "1-1", "old", "entry")
+    reader = socket.create_connection(("127.0.0.1", server.resp_port), timeout=IO_TIMEOUT_S)
+    reader.sendall(encode_command([b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"other", b"$",
+                                   b"$"]))  # fmt: skip
+    assert _nothing_within(reader, 0.3)
+    writer("XADD", "other", "5-5", "not", "this")  # "other" was missing: $ was 0-0
+    assert _read_reply(reader) == [[b"other", [[b"5-5", [b"not", b"this"]]]]]
+    reader.sendall(encode_command([b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"]))
+    assert _nothing_within(reader, 0.3)
+    writer("XDEL", "s", "1-1")  # a touch with nothing above $: still waiting
+    assert _nothing_within(reader, 0.3)
+    writer("XADD", "s", "2-2", "new", "entry")
+    assert _read_reply(reader) == [[b"s", [[b"2-2", [b"new", b"entry"]]]]]
+    reader.sendall(encode_command([b"XREAD", b"BLOCK", b"50", b"STREAMS", b"s", b"$"]))
+    assert _read_reply(reader) is NULL_ARRAY  # the server's timer, within the socket deadline
+    for argv in ([b"MULTI"], [b"XREAD", b"BLOCK", b"0", b"STREAMS", b"s", b"$"], [b"EXEC"]):
+        reader.sendall(encode_command(argv))
+        last = _read_reply(reader)
+    assert last == [NULL_ARRAY]
+    reader.close()
+    writer.close()

@@ -7,12 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minidb.protocol._results import NULL_ARRAY
+from minidb.store._blocking import WouldBlock
+from minidb.store._commands import execute_blocking
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._results import SYNTAX_ERROR, ErrorReply, Result, Simple
 from minidb.store._state import StoreState
 from minidb.store._streams import (
-    BLOCK_UNSUPPORTED,
     ID_EXHAUSTED,
     ID_TOO_SMALL,
     ID_ZERO,
@@ -313,7 +314,7 @@ def test_streams_xread_errors() -> None:
     assert c("XREAD", "STREAMS", "str", "a", "bad", "0") == WRONG  # the type before its id
     assert c("XREAD", "STREAMS", "a", "str", "bad", "0") == E(INVALID_ID)
     assert c("XREAD", "STREAMS", "a", "str", "0", "0") == WRONG
-    assert c("XREAD", "BLOCK", "10", "STREAMS", "a", "$") == E(BLOCK_UNSUPPORTED)
+    assert c("XREAD", "BLOCK", "10", "STREAMS", "a", "$") is NULL_ARRAY  # may not block here
 
 
 def test_streams_logged_as_resolved_ids_and_described() -> None:
@@ -507,3 +508,24 @@ def test_streams_elements_round_trip_through_the_payload(
         )),
     ]  # fmt: skip
     assert decode_ops(encode_ops(ops)) == ops
+
+
+def test_streams_xread_block_waits_above_what_dollar_stood_for() -> None:
+    """XREAD BLOCK with nothing to answer would block (``WouldBlock``) on its streams, its
+    ``$`` rewritten to the id it stood for, so that run again after an XADD it answers that
+    entry; in a plain ``execute`` (MULTI) it answers null at once, as Redis does."""
+    c = Client()
+    c("XADD", "a", "1-0", "f", "v")
+    argv = [b"XREAD", b"COUNT", b"5", b"BLOCK", b"1500", b"STREAMS", b"a", b"nope", b"$", b"$"]
+    blocked = execute_blocking(c.ks, c.session, argv, OpJournal(), NOW)
+    assert isinstance(blocked, WouldBlock)
+    assert (blocked.keys, blocked.timeout, blocked.kind) == ((b"a", b"nope"), 1.5, StreamValue)
+    assert blocked.reply is NULL_ARRAY and argv[-2:] == [b"1-0", b"0-0"]
+    # Nothing above 1-0 yet: run again, it would block again.
+    assert isinstance(execute_blocking(c.ks, c.session, argv, OpJournal(), NOW), WouldBlock)
+    c("XADD", "nope", "7-7", "g", "w")
+    assert execute_blocking(c.ks, c.session, argv, OpJournal(), NOW) == [
+        [b"nope", [[b"7-7", [b"g", b"w"]]]]
+    ]
+    assert c("XREAD", "BLOCK", "0", "STREAMS", "a", "$") is NULL_ARRAY
+    assert c("XREAD", "BLOCK", "0", "STREAMS", "a", "0") == [[b"a", [[b"1-0", [b"f", b"v"]]]]]

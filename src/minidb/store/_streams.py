@@ -23,6 +23,7 @@ from typing import Any
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
+from minidb.store._blocking import WouldBlock
 from minidb.store._journal import ContainerUndo, OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._numbers import INT64_MAX, parse_int
@@ -68,9 +69,6 @@ ID_ZERO = "ERR The ID specified in XADD must be greater than 0-0"
 ID_EXHAUSTED = "ERR The stream has exhausted the last possible ID, unable to add more items"
 BOTH_STRATEGIES = (
     "ERR syntax error, MAXLEN and MINID options at the same time are not compatible"
-)
-BLOCK_UNSUPPORTED = (
-    "ERR XREAD BLOCK is not supported yet: no stream had entries to answer at once"
 )
 _SPACES = b" \t\n\v\f\r"
 
@@ -415,10 +413,11 @@ def _block_timeout(arg: bytes, now_ms: int) -> int:
     return timeout
 
 
-@command("xread", -4, "readonly")
+@command("xread", -4, "readonly", "blocking")
 def xread(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     """Redis's ``xreadCommand`` without groups: the entries above each id (``$``: the
-    stream's last id), COUNT per stream; null when no stream has any."""
+    stream's last id), COUNT per stream; null when no stream has any, or with BLOCK a wait
+    (``_blocking``) on the streams until an XADD gives one of them entries above its id."""
     block: int | None = None
     count = 0
     streams_at = 0
@@ -476,9 +475,16 @@ def xread(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
         if s.protocol == 3:
             return dict(served)
         return [[key, entries] for key, entries in served]
-    if block is not None:
-        raise CommandError(BLOCK_UNSUPPORTED)
-    return NULL_ARRAY
+    if block is None:
+        return NULL_ARRAY
+    # The waiter runs this command again whenever one of its keys is touched. As Redis does
+    # (``rewriteClientCommandArgument``), ``$`` becomes the id it stood for now, so that the
+    # run again waits for entries above it rather than above the last id of that moment.
+    ids_at = streams_at + half
+    for at, last in enumerate(after):
+        if argv[ids_at + at] == b"$":
+            argv[ids_at + at] = format_stream_id(last)
+    raise WouldBlock(tuple(keys), block / 1000, StreamValue, NULL_ARRAY)
 
 
 COMMANDS: list[Command] = [xadd, xtrim, xdel, xlen, xrange, xrevrange, xread]
