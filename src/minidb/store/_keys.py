@@ -68,6 +68,13 @@ def exists(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
     return sum(ks.exists(s.bucket, key, now_ms, j) for key in argv[1:])
 
 
+@command("touch", -2, "readonly", "fast")
+def touch(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    # Redis's TOUCH updates the keys' LRU clocks, which minidb does not keep: what is left is
+    # EXISTS's answer (a key past its deadline expired by the lookup, repeats counted).
+    return sum(ks.exists(s.bucket, key, now_ms, j) for key in argv[1:])
+
+
 _EXPIRE_FLAGS = (b"NX", b"XX", b"GT", b"LT")
 
 
@@ -391,7 +398,7 @@ def unwatch(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
 
 
 COMMANDS: list[Command] = [
-    del_, unlink, exists, expire, pexpire, expireat, pexpireat, ttl, pttl, expiretime,
+    del_, unlink, exists, touch, expire, pexpire, expireat, pexpireat, ttl, pttl, expiretime,
     pexpiretime, persist, type_, object_, rename, renamenx, copy, randomkey, scan, keys, dbsize,
     flushdb, flushall, time, select, watch, unwatch,
 ]  # fmt: skip

@@ -283,6 +283,9 @@ DEFAULT_DATA_COMMANDS: tuple[CommandSpec, ...] = (
         summary="Set the string value of a key only when the key doesn't exist."),
     _spec("strlen", 2, "readonly fast", since="2.2.0", **_K1, **_STR,
         summary="Returns the length of a string value."),
+    _spec("touch", -2, "readonly fast", since="3.2.1", **_KN, **_KEYS,
+        summary="Returns the number of existing keys out of those specified after updating the"
+                " time they were last accessed."),
     _spec("ttl", 2, "readonly fast", **_K1, **_KEYS,
         summary="Returns the expiration time in seconds of a key."),
     _spec("type", 2, "readonly fast", **_K1, **_KEYS,
