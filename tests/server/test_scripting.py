@@ -5,15 +5,27 @@ record across a kill -9; the time limit's rollback; replies diffed against a rea
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import minidb.runtime
 from minidb.protocol import encode_command
-from minidb.server.resp._executor import RespExecutor
+from minidb.server.resp._executor import OwnerSide, RespExecutor
 from minidb.server.resp._types import Forward
+from minidb.store import (
+    UNBOUNDED_OUTPUT,
+    Batch,
+    MemoryLog,
+    OpJournal,
+    Session,
+    StoreOwner,
+    StoreState,
+    execute,
+)
 from tests.server.conftest import IO_TIMEOUT_S, ServeFactory, ServerProcess
 from tests.server.test_containers_vs_redis import RedisServer
 from tests.server.test_redis_clients import drain_stderr
@@ -163,6 +175,44 @@ def test_scripting_writes_refused_where_writes_are() -> None:
     for name, write in [(b"EVAL", True), (b"evalsha", True), (b"EVAL_RO", False),
                         (b"EVALSHA_RO", False), (b"SCRIPT", False)]:
         assert executor.is_write(Forward([name, b"return 1", b"0"], b"0", 2)) is write, name
+
+
+def test_scripting_on_a_replica_owner() -> None:
+    """A replica's owner answers EVAL with READONLY and runs EVAL_RO (its reads only)."""
+    state = StoreState()
+    execute(state.keyspace, Session(), [b"SET", b"k", b"v"], OpJournal(), 0)
+    owner = StoreOwner(state, MemoryLog(), mailbox=16, replica=True)
+    side = OwnerSide()
+    requests = [
+        Forward([b"EVAL", b"return redis.call('SET', 'k', 'w')", b"0"], b"0", 2, side),
+        Forward([b"EVAL_RO", b"return redis.call('GET', KEYS[1])", b"1", b"k"], b"0", 2, side),
+        Forward([b"EVAL_RO", b"return redis.call('DEL', 'k')", b"0"], b"0", 2, side),
+    ]
+    batch = Batch(list(requests), _Sink(), deadline=0.0, executor=RespExecutor())
+
+    async def serve_one_batch() -> None:
+        task = asyncio.create_task(owner.run())
+        owner.mailbox.put_nowait(batch)
+        owner.close()
+        async with asyncio.timeout(IO_TIMEOUT_S):
+            await task
+
+    minidb.runtime.run(serve_one_batch())
+    assert batch.replies is not None
+    refused, read, write = batch.replies
+    assert refused == b"-READONLY You can't write against a read only replica.\r\n"
+    assert read == b"$1\r\nv\r\n"
+    assert write.startswith(b"-ERR Write commands are not allowed from read-only scripts.")
+
+
+class _Sink:
+    """A reply sink with unbounded room (the owner's view of a connection)."""
+
+    def flush(self) -> None:
+        pass
+
+    def output_room(self) -> int:
+        return UNBOUNDED_OUTPUT
 
 
 DIFFED_SCRIPTS: list[list[bytes]] = [
