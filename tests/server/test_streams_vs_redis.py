@@ -265,3 +265,33 @@ def test_streams_xread_block_is_woken_by_xadd(serve: ServeFactory) -> None:
     assert last == [NULL_ARRAY]
     reader.close()
     writer.close()
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_streams_through_redis_py_as_rq_uses_them(serve: ServeFactory, protocol: int) -> None:
+    """redis-py's stream calls against a real server, RESP2 and RESP3: RQ's job results
+    (XADD with an approximate MAXLEN, XREVRANGE COUNT 1 for the latest, XRANGE for all),
+    XREAD with and without BLOCK, XTRIM, XDEL, XLEN, TYPE."""
+    redis = pytest.importorskip("redis", reason="redis-py is not installed")
+    server = serve("--resp-port", "0")
+    r = redis.Redis(port=server.resp_port, protocol=protocol, socket_timeout=IO_TIMEOUT_S)
+    key = "rq:results:job-1"
+    ids = [r.xadd(key, {"type": "1", "return_value": f"v{n}"}, maxlen=10, approximate=True)
+           for n in range(15)]  # fmt: skip
+    assert all(re.fullmatch(rb"\d+-\d+", i) for i in ids) and ids == sorted(ids, key=_id_key)
+    assert r.xlen(key) == 15  # ~: less than a node, nothing trimmed (as Redis)
+    (latest,) = r.xrevrange(key, "+", "-", count=1)
+    assert latest == (ids[-1], {b"type": b"1", b"return_value": b"v14"})
+    assert [i for i, _ in r.xrange(key)] == ids
+    assert r.xtrim(key, maxlen=10, approximate=False) == 5 and r.xlen(key) == 10
+    assert r.xdel(key, ids[-1]) == 1 and r.type(key) == b"stream"
+    read = r.xread({key: ids[-3]}, count=5)
+    entries = read[key.encode()][0] if protocol == 3 else read[0][1]
+    assert [i for i, _ in entries] == [ids[-2]]
+    assert r.xread({key: "$"}, block=50) in (None, [], {})  # the timeout: null
+    r.close()
+
+
+def _id_key(entry_id: bytes) -> tuple[int, int]:
+    ms, seq = entry_id.split(b"-")
+    return int(ms), int(seq)
