@@ -436,3 +436,41 @@ def test_command_lists_the_blocking_commands(server: ServerProcess) -> None:
     assert [info[name]["arity"] for name in names] == [-3, -3, 6, 4, -5, -3, -3]
     assert all("blocking" in info[name]["flags"] for name in names)
     assert info["client|unblock"]["arity"] == -3
+
+
+def test_blocked_clients_hold_no_mailbox_room(serve: ServeFactory) -> None:
+    """With --mailbox 2, four clients blocked forever leave the mailbox free: another
+    client's pipeline of 100 commands is served."""
+    server = serve("--resp-port", "0", "--mailbox", "2")
+    admin = _redis(server)
+    raws = [Raw(_port(server)) for _ in range(4)]
+    for n, raw in enumerate(raws):
+        raw.send(["BLPOP", f"q{n}", "0"])
+        _until_blocked(admin, n + 1)
+    pipe = admin.pipeline(transaction=False)
+    for i in range(100):
+        pipe.set(f"k{i}", i)
+    assert pipe.execute() == [True] * 100
+    assert admin.get("k99") == b"99" and _blocked(admin) == 4
+
+
+def test_a_replica_refuses_blocking_pops_as_writes() -> None:
+    """The owner in the replica role answers a blocking pop READONLY and registers nothing."""
+    from minidb.server.resp._executor import BlockingCall, OwnerSide, RespExecutor, RespRequest
+    from minidb.server.resp._types import Forward
+    from minidb.store import UNBOUNDED_OUTPUT, Batch, MemoryLog, StoreOwner, StoreState
+
+    class Sink:
+        def flush(self) -> None:
+            pass
+
+        def output_room(self) -> int:
+            return UNBOUNDED_OUTPUT
+
+    side = OwnerSide()
+    request = RespRequest(BlockingCall(Forward([b"BLPOP", b"q", b"0"], b"0", 2, side)), side)
+    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=10, replica=True)
+    batch = Batch([request], Sink(), 0.0, executor=RespExecutor())
+    owner.commit([batch])
+    assert batch.replies == [b"-READONLY You can't write against a read only replica.\r\n"]
+    assert len(owner.blocking) == 0 and not batch.held
