@@ -37,10 +37,16 @@ needs_c = pytest.mark.skipif(_plainrun.run_line is None, reason="C twin not buil
 
 BUCKETS = [b"b0", b"b1", b"new"]
 KEYS = [b"a", b"b", b"c", b"gone", b"later", b"h", b"odd"]
-STORED = [b"v", b"", b"x" * 4096, b"x" * 4097, b"\xff\xfe", "é".encode(), b"l\nf", b"cr\r"]
+STORED = [
+    b"v", b"", b"x" * 4096, b"x" * 4097, b"\xff\xfe", b"\x80", b"\x7f", "é".encode(), b"l\nf",
+    b"cr\r",
+]  # fmt: skip
 """Values the keyspace may hold (another protocol wrote them): some no line carries."""
 NAMES = [*BUCKETS, *KEYS, b"k" * 64, b"k" * 65, b"b\xff", b"bad!"]
-VALUES = [b"1", b"value with spaces", b"x" * 4096, b"x" * 4097, b"\xff", "é".encode(), b"v\r"]
+VALUES = [
+    b"1", b"value with spaces", b"x" * 4096, b"x" * 4097, b"\xff", b"\x80", b"\x7f\t",
+    "é".encode(), b"v\r",
+]  # fmt: skip
 
 
 def _line() -> st.SearchStrategy[bytes]:
@@ -190,7 +196,9 @@ def test_c_batch_runs_the_plain_cases_itself() -> None:
     state = StoreState(Keyspace(now_ms=NOW_MS))
     for key in (b"x", b"y", b"z", b"w"):
         state.keyspace.put(b"b0", key, b"1", None, None)
+    state.keyspace.put(b"big", b"max", b"\x7f" * 4096, None, None)
     requests: list[Request] = [
+        Get(b"big", b"max"),
         Set(b"b0", b"k", b"v"), Get(b"b0", b"k"), Get(b"b0", b"nope"), Get(b"none", b"k"),
         Delete(b"b0", b"k"), Delete(b"b0", b"nope"), Bulk([Set(b"b0", b"r", b"1")]),
         Bulk([Set(b"b0", b"s", b"2"), Delete(b"b0", b"x"), Delete(b"none", b"x")]),
@@ -202,14 +210,53 @@ def test_c_batch_runs_the_plain_cases_itself() -> None:
 
     assert _plainrun.run_line is not None
     replies, room, counts = _plainrun.run_line(
-        state.keyspace, journal, requests, NOW_MS, 1000, refuse
+        state.keyspace, journal, requests, NOW_MS, 10**6, refuse
     )
+    assert replies[0] == b"VALUE " + b"\x7f" * 4096 + b"\n"
+    del replies[0]
     assert replies == [
         b"OK\n", b"VALUE v\n", b"NIL\n", b"NIL\n", b"OK\n", b"NIL\n", b"OK 1\n", b"OK 3\n"
     ]  # fmt: skip
-    assert room == 1000 - sum(map(len, replies))
-    assert counts == (3, 1, 3, 4, 2)
-    assert len(state.keyspace) == 5
+    assert room == 10**6 - 4103 - sum(map(len, replies))
+    assert counts == (4, 2, 3, 4, 2)
+    assert len(state.keyspace) == 6
+
+
+def _edge_state() -> StoreState:
+    state = StoreState(Keyspace(now_ms=NOW_MS))
+    ks = state.keyspace
+    ks.put(b"solo", b"k", b"1", None, None)
+    for key in (b"k1", b"k2"):
+        ks.put(b"pair", key, b"1", None, None)
+    for key, value in ((b"max", b"m" * 4096), (b"over", b"m" * 4097), (b"hi", b"\x80")):
+        ks.put(b"many", key, value, None, None)
+    return state
+
+
+EDGES: list[list[Request]] = [
+    [Delete(b"solo", b"k")],  # the last key: its bucket goes, with the keyspace's tables
+    [Bulk([Delete(b"pair", b"k1"), Delete(b"pair", b"k2")])],  # a frame emptying a bucket
+    [Bulk([Delete(b"pair", b"k1"), Set(b"pair", b"k3", b"v")])],
+    [Bulk([Delete(b"many", b"max"), Set(b"many", b"k3", b"v"), Delete(b"many", b"no")])],
+    [Get(b"many", b"max"), Get(b"many", b"over"), Get(b"many", b"hi")],
+    [Set(b"solo", b"a", b"v"), Set(b"solo", b"b", b"v"), Get(b"solo", b"a")],  # cut after
+]
+"""Hand-made batches at the edges of the plain cases, run with the room of one reply."""
+
+
+@needs_c
+@pytest.mark.parametrize("requests", EDGES)
+def test_c_batch_equals_the_python_batch_at_the_edges(requests: list[Request]) -> None:
+    sides = []
+    for accelerated in (True, False):
+        state = _edge_state()
+        journal = OpJournal()
+        run = state.execute_all if accelerated else state.execute_all_python
+        replies, room = run(requests, journal, NOW_MS, 2)
+        sides.append(
+            (replies, room, _snapshot(state), state.statistics(), encode_groups(journal.records))
+        )
+    assert sides[0] == sides[1]
 
 
 @needs_c
@@ -279,3 +326,28 @@ def test_c_plain_rows_equal_the_regex(rows: list[bytes]) -> None:
     assert (plain is not None) == (len(found) == lines)
     if plain is not None:
         assert plain == [Set(*row) for row in found]
+
+
+@needs_c_decoder
+def test_c_decoder_makes_the_plain_lines_itself() -> None:
+    """Plain SET, GET and DEL lines never reach ``parse`` (else the twin test would prove
+    nothing about C); a value of the protocol's largest size, an empty one, names of 64."""
+    name = b"N" * 64
+    lines = [
+        b"SET b0 k v", b"GET b0 k", b"DEL b0 k", b"SET b0 k ",
+        b"SET " + name + b" k " + b"x" * 4096, b"GET a-z_.:/09 " + name, b"SET b k \x00\t\x7f",
+    ]  # fmt: skip
+
+    def refuse(line: bytes) -> Request:
+        raise AssertionError(f"parsed in Python: {line!r}")
+
+    assert codec._decode_lines is not None and codec._plain_rows is not None
+    data = b"".join(line + b"\n" for line in lines) + b"GET b0 unfinished"
+    requests, used, at_header = codec._decode_lines(data, 99, refuse)
+    assert requests == [codec.parse_request(line) for line in lines]
+    assert (used, at_header) == (data.rindex(b"\n") + 1, False)
+    assert codec._decode_lines(data, 2, refuse) == (requests[:2], 20, False)
+    rows = b"SET b0 k v\nSET b1 k2 w\n"
+    assert codec._plain_rows(rows) == [Set(b"b0", b"k", b"v"), Set(b"b1", b"k2", b"w")]
+    assert codec._plain_rows(rows[:-1]) is None  # a row without its LF is no row
+    assert codec._plain_rows(b"") == []

@@ -17,6 +17,11 @@ of without holding too much (a count not in ``1..MAX_BULK_ROWS``, rows over ``MA
 a row over ``MAX_LINE_BYTES``) is answered with its ``ERR`` and ends the stream: the decoder
 turns ``closing`` and takes nothing more, and the connection closes once it has replied.
 
+The common lines (a plain ``SET``, ``GET`` or ``DEL``, and a frame's rows when all are plain
+``SET``s) are made requests in C when the accelerator ``_cline`` is built (``_decode_lines``,
+``_plain_rows``): the same requests as the regexes below give, held to them by
+tests/store/test_line_twin.py; every other line still goes to ``parse_request``.
+
 Parsing never raises, whatever the bytes: every numeric field is bounded in length before it is
 converted (CPython refuses ``int()`` of more than 4300 digits), and a token echoed back in an
 ``ERR`` reply is cut to ``MAX_ECHO_CHARS``.

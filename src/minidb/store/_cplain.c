@@ -877,8 +877,9 @@ error:
  *   WATCHes a key, and no bucket keeps a SCAN index or sorted list if the key is new;
  * - DEL: the key is missing, or holds bytes without a deadline, nobody WATCHes, no index, and
  *   it is not the bucket's last key (dropping a bucket is the keyspace's, with its tables);
- * - BULK of SET rows only: every row as SET's plain case (no index anywhere): one group of
- *   ``Put`` ops and one ``PutsUndo``, exactly ``Keyspace.write_group``'s fast path.
+ * - BULK: nobody WATCHes, no index anywhere, every row plain (``bulk_plain``): one group of
+ *   ``Put`` / ``Remove`` ops, noted as ``Keyspace.write_group`` notes it (SET rows only: one
+ *   ``PutsUndo``, its fast path; with DEL rows: a ``KeyUndo`` per row that changed a key).
  *
  * Everything else goes to ``fallback(request)``, ``StoreState.execute``, which counts it
  * itself. The caller runs this only with an empty open group (``journal._open``): every line
