@@ -209,6 +209,9 @@ def test_streams_survive_kill_9_through_snapshots_and_the_log(serve: ServeFactor
     c = _Resp(again.resp_port)
     assert (c("XRANGE", "jobs", "-", "+"), c("XLEN", "jobs"), c("XLEN", "gone")) == before
     assert c("TYPE", "gone") == Simple("stream")
+    assert b"db0:keys=2,expires=0" in c("INFO", "keyspace")
+    assert c("SCAN", "0", "TYPE", "stream", "COUNT", "100")[1] in ([b"jobs", b"gone"],
+                                                                   [b"gone", b"jobs"])
     for key, top in (("jobs", "300-0"), ("gone", "5-5")):  # deleted, yet still the top
         assert c("XADD", key, top, "f", "v") == ErrorReply(_ID_TOO_SMALL[1:-2].decode())
     assert c("XADD", "jobs", "300-*", "f", "v") == b"300-1"
