@@ -451,3 +451,28 @@ def test_scripting_many_arguments(db: Db, count: int) -> None:
     assert ev(db, "return {#KEYS, #ARGV, KEYS[1], ARGV[#ARGV]}", "k1", "k2", *args, keys=2) == [
         2, count, b"k1", *([str(count - 1).encode()] if count else []),
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "return setmetatable({}, {__index = function() while true do end end})",
+        "error(setmetatable({}, {__index = function() while true do end end}))",
+        "return {setmetatable({}, {__index = function() while true do end end})}",
+    ],
+)
+def test_scripting_metamethods_run_under_the_time_limit(db: Db, body: str) -> None:
+    """The reply and the error are read raw (as Redis reads them), never by calling a
+    script's metamethod outside the time limit's hook."""
+    ENGINE.clock = TickingClock(step=1.0)
+    reply = ev(db, body)
+    assert reply in ([], [[]]) or isinstance(reply, ErrorReply), reply
+
+
+def test_scripting_table_holding_itself(db: Db) -> None:
+    """A table holding itself is answered down to the depth bound, then an error."""
+    reply = ev(db, "local t = {} t[1] = t return t")
+    depth = 0
+    while isinstance(reply, list):
+        reply, depth = reply[0], depth + 1
+    assert depth == 200 and reply == ErrorReply("ERR reached lua stack limit")

@@ -30,6 +30,8 @@ from typing import Any
 
 import lupa.lua51 as lua
 
+from minidb.store.scripting._convert import MAX_REPLY_DEPTH
+
 HOOK_INSTRUCTIONS = 10_000
 """VM instructions between two checks of the script's deadline (each a Python call, ~1 us)."""
 
@@ -123,12 +125,17 @@ end
 
 -- the error handler: Redis's __redis__err__handler, finding the script's own frame
 local describe = host.describe
+local rawget = rawget
 local function on_error(err)
   local kind = real_type(err)
   if kind == 'userdata' then  -- a Python exception: redis.call's error, a library's
     err = {err = describe(err)}
   elseif kind ~= 'table' then
     err = {err = 'ERR ' .. tostring(err)}
+  else  -- a fresh table: the host must never run a script's metamethods (no hook then)
+    local text = rawget(err, 'err')
+    if real_type(text) ~= 'string' then text = 'ERR ' .. tostring(text) end
+    err = {err = text}
   end
   local level = 2
   while true do
@@ -153,6 +160,25 @@ on_count = function()
   end
 end
 
+-- the script's value as plain tables (read with rawget, as Redis does, and while the hook
+-- still runs): the host converts it without ever calling a script's metamethod
+local MAX_DEPTH = host.max_reply_depth
+local function plain(value, depth)
+  if real_type(value) ~= 'table' then return value end
+  if depth >= MAX_DEPTH then return {err = 'ERR reached lua stack limit'} end
+  local err = rawget(value, 'err')
+  if real_type(err) == 'string' then return {err = err} end
+  local ok = rawget(value, 'ok')
+  if real_type(ok) == 'string' then return {ok = ok} end
+  local out, i = {}, 1
+  while true do
+    local item = rawget(value, i)
+    if item == nil then return out end
+    out[i] = plain(item, depth + 1)
+    i = i + 1
+  end
+end
+
 local function run(fn, nkeys, keys, argv, ...)
   if nkeys then  -- KEYS and ARGV given as the arguments after argv (a short list)
     local all = {...}
@@ -163,6 +189,9 @@ local function run(fn, nkeys, keys, argv, ...)
   G.KEYS, G.ARGV = keys, argv
   sethook(on_count, '', host.hook_instructions)
   local ok, result = xpcall(fn, on_error)
+  if ok and real_type(result) == 'table' then
+    ok, result = xpcall(function() return plain(result, 0) end, on_error)
+  end
   sethook()
   G.KEYS, G.ARGV = nil, nil
   return ok, result
@@ -241,7 +270,7 @@ class Sandbox:
         host = self.runtime.table_from(
             {
                 b"call": call, b"describe": describe, b"time_up": time_up,
-                b"hook_instructions": HOOK_INSTRUCTIONS,
+                b"hook_instructions": HOOK_INSTRUCTIONS, b"max_reply_depth": MAX_REPLY_DEPTH,
             }
         )
         exports = self.runtime.execute(_PRELUDE, host)
