@@ -30,6 +30,7 @@ from minidb.store._elementscan import (
 from minidb.store._glob import compile_glob
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
+from minidb.store._lists import _long as long_in_range
 from minidb.store._lists import _range as list_range
 from minidb.store._results import (
     NOT_A_FLOAT,
@@ -661,6 +662,20 @@ def _pop(
     found = get_zset(ks, s, argv[1], j, now_ms)
     if found is None:
         return []
+    items = _pop_items(ks, s, argv[1], found, count, highest, j)
+    if s.protocol == 3 and counted:
+        return [[member, score] for score, member in items]
+    out: list[Result] = []
+    for score, member in items:
+        out += (member, _reply_score(s, score))
+    return out
+
+
+def _pop_items(
+    ks: Keyspace, s: Session, key: bytes, found: ZSetValue, count: int, highest: bool,
+    j: OpJournal,
+) -> list[tuple[float, bytes]]:
+    """Remove up to ``count`` of the lowest (or ``highest``) members; their (score, member)."""
     size = len(found)
     take = min(count, size)
     items = (
@@ -668,13 +683,36 @@ def _pop(
         if highest
         else _members_at(found, 0, take, False)
     )
-    remove_members(ks, s.bucket, argv[1], found, [member for _, member in items], j)
-    if s.protocol == 3 and counted:
-        return [[member, score] for score, member in items]
-    out: list[Result] = []
-    for score, member in items:
-        out += (member, _reply_score(s, score))
-    return out
+    remove_members(ks, s.bucket, key, found, [member for _, member in items], j)
+    return items
+
+
+@command("zmpop", -4, "write")
+def zmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``zmpopGenericCommand``: the first sorted set of the keys that exists (one of
+    another type is WRONGTYPE), popped from its MIN or MAX end, as [key, [[member, score],
+    ...]] in both protocols; a null array if every key is missing."""
+    numkeys = long_in_range(argv[1], 1, "ERR numkeys should be greater than 0")
+    where_at = 2 + numkeys
+    if where_at >= len(argv):
+        raise CommandError(SYNTAX_ERROR)
+    where = argv[where_at].lower()
+    if where not in (b"min", b"max"):
+        raise CommandError(SYNTAX_ERROR)
+    count = -1
+    at = where_at + 1
+    while at < len(argv):
+        if count == -1 and argv[at].lower() == b"count" and at + 1 < len(argv):
+            count = long_in_range(argv[at + 1], 1, "ERR count should be greater than 0")
+            at += 2
+        else:
+            raise CommandError(SYNTAX_ERROR)
+    for key in argv[2:where_at]:
+        found = get_zset(ks, s, key, j, now_ms)
+        if found is not None:
+            items = _pop_items(ks, s, key, found, max(count, 1), where == b"max", j)
+            return [key, [[member, _reply_score(s, score)] for score, member in items]]
+    return NULL_ARRAY
 
 
 def _positive(text: bytes) -> int:
@@ -789,9 +827,11 @@ def _combine(
     now_ms: int,
     op: str,
     store: bool,
-) -> tuple[list[tuple[float, bytes]], bool]:
-    """Redis's ``zunionInterDiffGenericCommand``: the result in rank order, and whether
-    WITHSCORES was given. Sets count as sorted sets of score 1."""
+    card: bool = False,
+) -> tuple[list[tuple[float, bytes]], bool, int]:
+    """Redis's ``zunionInterDiffGenericCommand``: the result in rank order, whether
+    WITHSCORES was given, and ZINTERCARD's LIMIT (``card``: 0 is none). Sets count as sorted
+    sets of score 1."""
     at = 2 if store else 1
     name = argv[0].decode("utf-8", "replace").lower()
     setnum = int_arg(argv[at])
@@ -812,25 +852,28 @@ def _combine(
         else:
             raise WrongTypeError
     weights = [1.0] * setnum
-    how, scores = b"sum", False
+    how, scores, limit = b"sum", False, 0
     i = at + 1 + setnum
     while i < len(argv):
         word, left = argv[i].lower(), len(argv) - i
-        if op != DIFF and left >= setnum + 1 and word == b"weights":
+        if op != DIFF and not card and left >= setnum + 1 and word == b"weights":
             for n in range(setnum):
                 weight = _strtod(argv[i + 1 + n], space=False)
                 if weight is None:
                     raise CommandError("ERR weight value is not a float")
                 weights[n] = weight
             i += setnum + 1
-        elif op != DIFF and left >= 2 and word == b"aggregate":
+        elif op != DIFF and not card and left >= 2 and word == b"aggregate":
             how = argv[i + 1].lower()
             if how not in (b"sum", b"min", b"max"):
                 raise CommandError(SYNTAX_ERROR)
             i += 2
-        elif not store and word == b"withscores":
+        elif not store and not card and word == b"withscores":
             scores = True
             i += 1
+        elif card and left >= 2 and word == b"limit":
+            limit = _limit(argv[i + 1])
+            i += 2
         else:
             raise CommandError(SYNTAX_ERROR)
     result: dict[bytes, float] = {}
@@ -860,7 +903,18 @@ def _combine(
                 weighted = _weighted(score, weights[n])
                 old = result.get(member)
                 result[member] = weighted if old is None else _aggregate(how, old, weighted)
-    return sorted((score, member) for member, score in result.items()), scores
+    return sorted((score, member) for member, score in result.items()), scores, limit
+
+
+def _limit(text: bytes) -> int:
+    """ZINTERCARD's LIMIT: ``getPositiveLongFromObjectOrReply`` with its own wording."""
+    try:
+        value = int_arg(text)
+    except CommandError:
+        value = -1
+    if value < 0:
+        raise CommandError("ERR LIMIT can't be negative")
+    return value
 
 
 def _weighted(score: float, weight: float) -> float:
@@ -870,7 +924,7 @@ def _weighted(score: float, weight: float) -> float:
 
 def _combiner(name: str, op: str, store: bool) -> Command:
     def handler(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-        items, scores = _combine(ks, s, argv, j, now_ms, op, store)
+        items, scores, _ = _combine(ks, s, argv, j, now_ms, op, store)
         if store:
             return _store(ks, s, argv[1], items, j, now_ms)
         return _with_scores(s, items, scores)
@@ -887,10 +941,17 @@ zinter = _combiner("zinter", INTER, False)
 zdiff = _combiner("zdiff", DIFF, False)
 
 
+@command("zintercard", -3, "readonly")
+def zintercard(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``zinterCardCommand``: ZINTER's count, at most LIMIT (0: no limit)."""
+    items, _, limit = _combine(ks, s, argv, j, now_ms, INTER, False, card=True)
+    return min(len(items), limit) if limit else len(items)
+
+
 COMMANDS: list[Command] = [
     zrandmember, zscan, zunionstore, zinterstore, zdiffstore, zunion, zinter, zdiff,
     zadd, zincrby, zcard, zscore, zmscore, zrank, zrevrank, zcount, zlexcount, zrange,
     zrevrange, zrangebyscore, zrevrangebyscore, zrangebylex, zrevrangebylex, zrangestore,
-    zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax, bzpopmin,
-    bzpopmax,
+    zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax, zmpop, bzpopmin,
+    bzpopmax, zintercard,
 ]  # fmt: skip

@@ -492,6 +492,13 @@ ZSET_COMMANDS: tuple[CommandSpec, ...] = (
         summary="Returns the intersect of multiple sorted sets."),
     _spec("zinterstore", -4, "write denyoom movablekeys", since="2.0.0", **_K1, **_ZSET,
         summary="Stores the intersect of multiple sorted sets in a key."),
+    _spec("zintercard", -3, "readonly movablekeys", since="7.0.0", **_ZSET,
+        summary="Returns the number of members of the intersect of multiple sorted sets."),
+    _spec("zmpop", -4, "write movablekeys", since="7.0.0", **_ZSET,
+        summary=(
+            "Returns the highest- or lowest-scoring members from one or more sorted sets "
+            "after removing them. Deletes the sorted set if the last member was popped."
+        )),
     _spec("zrandmember", -2, "readonly", since="6.2.0", **_K1, **_ZSET,
         summary="Returns one or more random members from a sorted set."),
     _spec("zscan", -3, "readonly", since="2.8.0", **_K1, **_ZSET,
