@@ -309,7 +309,8 @@ DEFAULT_TESTS = (
     "HSET", "SPOP", "ZADD", "ZPOPMIN", "LRANGE_100", "LRANGE_300", "LRANGE_500", "LRANGE_600",
     "MSET",
 )  # fmt: skip
-"""redis-benchmark 7.0's default list (no ``-t``); 7.2 adds XADD (streams: not in minidb yet)."""
+"""redis-benchmark 7.0's default list (no ``-t``): what the installed one runs and this test
+names; a newer one's additions (XADD) run too and are printed, their errors counted below."""
 
 
 @pytest.mark.timeout(300)
@@ -319,9 +320,9 @@ def test_redis_benchmark_default_tests_run_without_error_replies(resp: ServerPro
     error reply."""
     results = benchmark(resp, "-n", "2000", "-c", "10")
     ran = {name.split()[0]: rps for name, rps in results.items()}
-    skipped = set(ran) - set(DEFAULT_TESTS)
-    if skipped:  # a newer redis-benchmark's additions (XADD in 7.2): minidb has no streams yet
-        print(f"not judged (no streams in minidb yet): {sorted(skipped)}")
+    extra = set(ran) - set(DEFAULT_TESTS)
+    if extra:  # a newer redis-benchmark's additions: their rates are not asserted
+        print(f"ran beyond redis-benchmark 7.0's list (rates not asserted): {sorted(extra)}")
     assert set(ran) >= set(DEFAULT_TESTS), sorted(ran)
     assert all(ran[name] > 0 for name in DEFAULT_TESTS), ran
     resp_lines = [ln for ln in metrics(resp).splitlines()
