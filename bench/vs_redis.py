@@ -14,8 +14,9 @@ If this minidb has no ``--fsync`` flag, only the ``always`` row is run, since mi
 syncs every group, and the table says so. Each cell is ``redis-benchmark -t set,get -n N -c 50
 -P depth --csv`` (depths 1 and 16); per policy the servers run interleaved for ``--rounds``
 rounds, each round in a rotated order (Redis, minidb, asyncio, uvloop; then minidb, asyncio,
-uvloop, Redis; ...), and the median is printed with the ratio to Redis, plus WAL appends per
-fdatasync from minidb's /metrics. ``MINIDB_PURE_PYTHON`` is unset for the servers, and the
+uvloop, Redis; ...), and the median is printed with the ratio to Redis (each run's figures
+go to stderr as they come, for a run cut short), plus WAL appends per fdatasync from minidb's
+/metrics. ``MINIDB_PURE_PYTHON`` is unset for the servers, and the
 table's header names the C accelerators the minidb server had loaded.
 
 The goals block at the end takes each of the issue's goals, its cells' ratios and MET or NOT
@@ -48,6 +49,7 @@ import io
 import shutil
 import statistics
 import subprocess
+import sys
 from dataclasses import dataclass
 
 import instructions
@@ -163,6 +165,10 @@ def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int
                                                        tests).items():  # fmt: skip
                             matrix.results.setdefault((policy, depth, test), {}).setdefault(
                                 name, []).append(rps)  # fmt: skip
+                        print(f"# {policy} round {round_ + 1} {name} -P {depth}: " + " ".join(
+                            f"{test}={rps[-1]:.0f}" for (p, d, test), by in matrix.results.items()
+                            if (p, d) == (policy, depth) and (rps := by.get(name))
+                        ), file=sys.stderr, flush=True)  # fmt: skip
                         if peer.metrics_port:
                             after = peer.wal_figures()
                             syncs = after[1] - before[1]
