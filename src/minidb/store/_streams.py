@@ -17,7 +17,6 @@ where a range allows them.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,9 @@ from minidb.store._streamvalue import (
     Entry,
     Meta,
     StreamValue,
+    count_below,
     new_stream,
+    nth_id,
     stream_append,
     stream_delete,
     stream_range,
@@ -244,15 +245,14 @@ def _trim_bound(s: StreamValue, args: _AddTrimArgs) -> int | None:
     them; minidb counts entries only, so its nodes are Redis's for a stream of small entries
     that only grows and is trimmed, RQ's.)
     """
-    ids = s.ids
     # MAXLEN: all but the newest maxlen; MINID: the entries below it.
-    cut = len(ids) - args.maxlen if args.strategy == b"maxlen" else bisect_left(ids, args.minid)
+    cut = len(s) - args.maxlen if args.strategy == b"maxlen" else count_below(s, args.minid)
     if args.approx and cut > 0:
-        if cut < len(ids):
+        if cut < len(s):
             cut -= cut % NODE_ENTRIES  # the nodes wholly below the cut
         if args.limit and cut > args.limit:
             cut = args.limit - args.limit % NODE_ENTRIES
-    return ids[cut - 1] if cut > 0 else None
+    return nth_id(s, cut - 1) if cut > 0 else None
 
 
 def _trim(
@@ -469,7 +469,8 @@ def xread(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
     served: list[tuple[bytes, list[Result]]] = []
     for key, last in zip(keys, after, strict=True):
         found = ks.container(s.bucket, key, StreamValue, now_ms, j)
-        if found is not None and found.ids and found.ids[-1] > last:
+        top = None if found is None else found.last_entry_id
+        if found is not None and top is not None and top > last:
             served.append((key, _reply(stream_range(found, last + 1, STREAM_ID_MAX, count))))
     if served:
         if s.protocol == 3:
