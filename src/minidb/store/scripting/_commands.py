@@ -44,16 +44,18 @@ def _script_command(name: str, flags: str, *, by_sha: bool, read_only: bool) -> 
         keys, args = _keys_and_args(argv)
         if by_sha:
             sha = argv[1].lower()
-            fn = ENGINE.cache.get(sha) if len(sha) == 40 else None
-            if fn is None:
+            script = ENGINE.cache.get(sha) if len(sha) == 40 else None
+            if script is None:
                 return ErrorReply(NOSCRIPT)
         else:
             compiled = ENGINE.compile(argv[1])
             if isinstance(compiled, ErrorReply):
                 return compiled
-            sha, fn = compiled
-            ENGINE.cache.add_evaluated(sha, fn)
-        return ENGINE.run(ks, session, sha, fn, keys, args, journal, now_ms, read_only=read_only)
+            sha, script = compiled
+            ENGINE.cache.add_evaluated(sha, script)
+        return ENGINE.run(
+            ks, session, sha, script, keys, args, journal, now_ms, read_only=read_only
+        )
 
     return Command(name, -3, frozenset(flags.split()), handler)
 

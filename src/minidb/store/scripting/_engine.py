@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from minidb.protocol._results import SIMPLE_PONG
 from minidb.store._args import Command, Session
@@ -66,6 +66,48 @@ NOSCRIPT = "NOSCRIPT No matching script. Please use EVAL."
 NOT_BUSY = "NOTBUSY No scripts in execution right now."
 TOO_MANY_SCRIPTS = "ERR too many scripts loaded: SCRIPT FLUSH frees the cache"
 SCRIPT_TOO_LONG = f"ERR script too long: at most {MAX_SCRIPT_BYTES} bytes"
+
+
+WRITE_FLAG_IN_READ_ONLY = "ERR Can not execute a script with write flag using *_ro command."
+SHEBANG_FLAGS = frozenset(
+    {b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys"}
+)
+"""The flags a ``#!lua flags=...`` line may name (Redis 7); only ``no-writes`` changes
+anything here (the script may not write; EVAL_RO takes only such a script)."""
+
+
+class Script(NamedTuple):
+    """A compiled script: its Lua function and its shebang's flags (None: no shebang)."""
+
+    fn: Any
+    flags: frozenset[bytes] | None
+
+
+def parse_shebang(body: bytes) -> tuple[frozenset[bytes] | None, bytes] | ErrorReply:
+    """A ``#!lua flags=a,b`` first line's flags and the code to compile (the line emptied,
+    so line numbers stay), as Redis 7's ``evalExtractShebangFlags``; (None, body) without."""
+    if not body.startswith(b"#!"):
+        return None, body
+    end = body.find(b"\n")
+    if end < 0:
+        return ErrorReply("ERR Invalid script shebang")
+    parts = body[:end].split()
+    if parts[0].lower() != b"#!lua":
+        return ErrorReply(_one_line(f"ERR Unexpected engine in script shebang: {_show(parts[0])}"))
+    flags: set[bytes] = set()
+    for part in parts[1:]:
+        if not part.startswith(b"flags="):
+            return ErrorReply(_one_line(f"ERR Unknown lua shebang option: {_show(part)}"))
+        for flag in part[6:].split(b","):
+            if flag and flag not in SHEBANG_FLAGS:
+                text = f"ERR Unexpected flag in script shebang: {_show(flag)}"
+                return ErrorReply(_one_line(text))
+            flags.add(flag)
+    return frozenset(flags), body[end:]
+
+
+def _show(word: bytes) -> str:
+    return word.decode("utf-8", "replace")
 
 
 def killed_message(limit_ms: int) -> str:
@@ -149,29 +191,33 @@ class ScriptEngine:
         box.install("bit", _libs.BIT_LIBRARY)
         return box
 
-    def compile(self, body: bytes) -> tuple[bytes, Any] | ErrorReply:
-        """The script's SHA1 and function (from the cache, or compiled), or the error."""
+    def compile(self, body: bytes) -> tuple[bytes, Script] | ErrorReply:
+        """The script's SHA1 and compiled form (from the cache, or compiled), or the error."""
         if len(body) > MAX_SCRIPT_BYTES:
             return ErrorReply(SCRIPT_TOO_LONG)
         sha = sha1_of(body)
-        fn = self.cache.get(sha)
-        if fn is not None:
-            return sha, fn
+        script = self.cache.get(sha)
+        if script is not None:
+            return sha, script
+        shebang = parse_shebang(body)
+        if isinstance(shebang, ErrorReply):
+            return shebang
+        flags, code = shebang
         try:
-            fn, error = self.sandbox.compile(body)
+            fn, error = self.sandbox.compile(code)
         except LuaError as exc:  # out of memory while compiling
             return ErrorReply(_one_line(f"ERR Error compiling script (new function): {exc}"))
         if fn is None:
             return ErrorReply(_one_line(f"ERR Error compiling script (new function): {error}"))
-        return sha, fn
+        return sha, Script(fn, flags)
 
     def load(self, body: bytes) -> Result:
         """``SCRIPT LOAD``: the SHA1, the script kept."""
         compiled = self.compile(body)
         if isinstance(compiled, ErrorReply):
             return compiled
-        sha, fn = compiled
-        if not self.cache.add_loaded(sha, fn):
+        sha, script = compiled
+        if not self.cache.add_loaded(sha, script):
             return ErrorReply(TOO_MANY_SCRIPTS)
         return sha
 
@@ -182,7 +228,7 @@ class ScriptEngine:
         ks: Keyspace,
         session: Session,
         sha: bytes,
-        fn: Any,
+        script: Script,
         keys: list[bytes],
         args: list[bytes],
         journal: OpJournal,
@@ -190,10 +236,14 @@ class ScriptEngine:
         *,
         read_only: bool,
     ) -> Result:
-        """Run the cached script ``fn``; its reply. Its changes are noted in ``journal``'s
+        """Run ``script`` (compiled, cached); its reply. Its changes are noted in ``journal``'s
         open group (or none, if it was stopped by the time limit)."""
         if self._running is not None:
             return ErrorReply(NOT_ALLOWED)  # redis.call('eval') never gets here; belt and braces
+        if script.flags is not None:
+            if read_only and b"no-writes" not in script.flags:
+                return ErrorReply(WRITE_FLAG_IN_READ_ONLY)
+            read_only = read_only or b"no-writes" in script.flags
         box = self.sandbox
         records_mark, ops_mark, undo_mark = (
             len(journal.records), len(journal.open_ops), len(journal.undo)
@@ -207,7 +257,7 @@ class ScriptEngine:
         self._deadline = self.clock() + self.time_limit_ms / 1000
         self.scripts_run += 1
         try:
-            ok, value = box.run(fn, keys, args)
+            ok, value = box.run(script.fn, keys, args)
         except LuaError as exc:  # the state ran out of memory outside the script's pcall
             ok, value = False, str(exc).encode()
         finally:
