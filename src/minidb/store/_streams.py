@@ -7,7 +7,8 @@ error texts. A stream is a ``StreamValue`` (``_streamvalue``); a change goes thr
 keyspace (``for_change``) and is journaled as its effect (``docs/wal-format.md``, "Streams"):
 XADD an ``AddElements`` of the entry, with the id it resolved, and the metadata it left; XDEL a
 ``RemoveElements`` of the ids it deleted and the metadata; a trim one TRIM element naming the
-last entry it removed. A ``StreamUndo`` holds what the change replaced.
+last entry it removed. A ``StreamUndo`` holds what the change replaced. XREAD BLOCK with
+nothing to answer raises ``_blocking.WouldBlock`` on its streams, as BLPOP does.
 
 Ids are parsed as Redis's ``streamGenericParseIDOrReply`` reads them (``parse_id``): at most
 127 bytes, ``<ms>`` or ``<ms>-<seq>``, each part as ``string2ull`` takes it (a canonical
