@@ -62,11 +62,17 @@ def minidb_server(*extra_args: str) -> Iterator[int]:
     with tempfile.TemporaryDirectory(prefix="compat-minidb-") as directory:
         command = [sys.executable, "-m", "minidb", "serve", "--port", "0", "--resp-port", "0",
                    "--data-dir", str(Path(directory) / "data"), *extra_args]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True)
+        log_path = Path(directory) / "stderr.log"
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         try:
             # LineReader keeps draining stdout, so the server never blocks on a full pipe.
-            yield LineReader(proc).listening({"resp"}, STARTUP_TIMEOUT_S)["resp"][1]
+            try:
+                port = LineReader(proc).listening({"resp"}, STARTUP_TIMEOUT_S)["resp"][1]
+            except (EOFError, TimeoutError) as failed:
+                tail = log_path.read_text()[-2000:]
+                raise RuntimeError(f"minidb serve did not start: {failed}\n{tail}") from None
+            yield port
         finally:
             _stop(proc)
 

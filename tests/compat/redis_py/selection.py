@@ -48,10 +48,11 @@ ALLOWED_GROUPS = frozenset(
 )  # fmt: skip
 EXCLUDED = frozenset(
     {"function", "fcall", "fcall_ro", "sort", "sort_ro", "dump", "restore", "migrate", "move",
-     "wait", "waitaof", "lcs"}
+     "wait", "waitaof", "lcs", "client|kill"}
 )  # fmt: skip
-"""Commands of the allowed groups that are not this issue's (functions, SORT, DUMP, ...; LCS is
-a string command minidb's string engine never had)."""
+"""Commands (or ``command|subcommand``) of the allowed groups that are not this issue's
+(functions, SORT, DUMP, ...; LCS is a string command minidb's string engine never had; CLIENT
+KILL is connection administration)."""
 SERVER_COMMANDS = frozenset({"flushdb", "flushall", "dbsize", "info", "time"})
 """The server commands the suite's fixtures use (flush after each test, the version)."""
 GROUPS = ("hashes", "lists", "sets", "zsets", "keys", "pubsub", "scripting", "lock")
@@ -89,7 +90,7 @@ def group_of(nodeid: str, redis_groups: set[str]) -> str | None:
 
 def allowed(command: str, group_by_command: dict[str, str]) -> bool:
     top = command.partition("|")[0]
-    if top in EXCLUDED:
+    if top in EXCLUDED or command in EXCLUDED:
         return False
     return top in SERVER_COMMANDS or group_by_command.get(top) in ALLOWED_GROUPS
 
