@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from minidb.protocol._results import SIMPLE_PONG
 from minidb.store._args import Command, Session
@@ -43,6 +43,7 @@ from minidb.store.scripting import _libs
 from minidb.store.scripting._cache import MAX_SCRIPT_BYTES, ScriptCache, sha1_of
 from minidb.store.scripting._convert import argument_of, error_text, reply_of, to_lua
 from minidb.store.scripting._sandbox import DEFAULT_MAX_MEMORY, LuaError, Sandbox
+from minidb.store.scripting._shebang import Script, one_line, parse_shebang
 
 DEFAULT_TIME_LIMIT_MS = 5000
 """How long a script may run before it is stopped and undone (Redis's ``lua-time-limit``
@@ -69,45 +70,6 @@ SCRIPT_TOO_LONG = f"ERR script too long: at most {MAX_SCRIPT_BYTES} bytes"
 
 
 WRITE_FLAG_IN_READ_ONLY = "ERR Can not execute a script with write flag using *_ro command."
-SHEBANG_FLAGS = frozenset(
-    {b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys"}
-)
-"""The flags a ``#!lua flags=...`` line may name (Redis 7); only ``no-writes`` changes
-anything here (the script may not write; EVAL_RO takes only such a script)."""
-
-
-class Script(NamedTuple):
-    """A compiled script: its Lua function and its shebang's flags (None: no shebang)."""
-
-    fn: Any
-    flags: frozenset[bytes] | None
-
-
-def parse_shebang(body: bytes) -> tuple[frozenset[bytes] | None, bytes] | ErrorReply:
-    """A ``#!lua flags=a,b`` first line's flags and the code to compile (the line emptied,
-    so line numbers stay), as Redis 7's ``evalExtractShebangFlags``; (None, body) without."""
-    if not body.startswith(b"#!"):
-        return None, body
-    end = body.find(b"\n")
-    if end < 0:
-        return ErrorReply("ERR Invalid script shebang")
-    parts = body[:end].split()
-    if parts[0].lower() != b"#!lua":
-        return ErrorReply(_one_line(f"ERR Unexpected engine in script shebang: {_show(parts[0])}"))
-    flags: set[bytes] = set()
-    for part in parts[1:]:
-        if not part.startswith(b"flags="):
-            return ErrorReply(_one_line(f"ERR Unknown lua shebang option: {_show(part)}"))
-        for flag in part[6:].split(b","):
-            if flag and flag not in SHEBANG_FLAGS:
-                text = f"ERR Unexpected flag in script shebang: {_show(flag)}"
-                return ErrorReply(_one_line(text))
-            flags.add(flag)
-    return frozenset(flags), body[end:]
-
-
-def _show(word: bytes) -> str:
-    return word.decode("utf-8", "replace")
 
 
 def killed_message(limit_ms: int) -> str:
@@ -206,9 +168,9 @@ class ScriptEngine:
         try:
             fn, error = self.sandbox.compile(code)
         except LuaError as exc:  # out of memory while compiling
-            return ErrorReply(_one_line(f"ERR Error compiling script (new function): {exc}"))
+            return ErrorReply(one_line(f"ERR Error compiling script (new function): {exc}"))
         if fn is None:
-            return ErrorReply(_one_line(f"ERR Error compiling script (new function): {error}"))
+            return ErrorReply(one_line(f"ERR Error compiling script (new function): {error}"))
         return sha, Script(fn, flags)
 
     def load(self, body: bytes) -> Result:
@@ -275,15 +237,15 @@ class ScriptEngine:
             try:
                 return reply_of(value)
             except LuaError as exc:
-                return ErrorReply(_one_line(f"{_running_error(sha)}: {exc}"))
+                return ErrorReply(one_line(f"{_running_error(sha)}: {exc}"))
         message = error_text(value)
         if message is None:  # not a table: Lua's own message (no memory, error in handler)
             box.collect_garbage()
             text = value.decode("utf-8", "replace") if type(value) is bytes else str(value)
             if "not enough memory" in text:
                 text += f" (the Lua state is bounded at {self.max_memory} bytes)"
-            return ErrorReply(_one_line(f"{_running_error(sha)}: {text}"))
-        return ErrorReply(_one_line(message + trailer + _where(value)))
+            return ErrorReply(one_line(f"{_running_error(sha)}: {text}"))
+        return ErrorReply(one_line(message + trailer + _where(value)))
 
     def _time_up(self) -> bytes | None:
         """The count hook's question: the kill message once the script's time is up."""
@@ -377,10 +339,6 @@ def _where(error: Any) -> str:
 
 def _running_error(sha: bytes) -> str:
     return f"ERR Error running script (call to f_{sha.decode()})"
-
-
-def _one_line(text: str) -> str:
-    return text.replace("\r", " ").replace("\n", " ")
 
 
 def _take_back(
