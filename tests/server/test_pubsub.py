@@ -577,10 +577,11 @@ def test_frames_match_redis_server(
     real = RedisServer(tmp_path)
     opened: list[Raw] = []
     try:
-        theirs = _run_script(*(opened.append(c) or c for c in (  # type: ignore[func-returns-value]
-            Raw(0, path=real.path), Raw(0, path=real.path))), protocol)
         assert resp.resp_port is not None
-        ours = _run_script(Raw(resp.resp_port), Raw(resp.resp_port), protocol)
+        opened += [Raw(0, path=real.path), Raw(0, path=real.path)]
+        opened += [Raw(resp.resp_port), Raw(resp.resp_port)]
+        theirs = _run_script(opened[0], opened[1], protocol)
+        ours = _run_script(opened[2], opened[3], protocol)
         for step, (line_ours, line_theirs) in enumerate(zip(ours, theirs, strict=True)):
             assert (step, line_ours) == (step, line_theirs)
     finally:

@@ -370,7 +370,7 @@ def test_session_pubsub_introspection() -> None:
     act(b, "SSUBSCRIBE", "shard1")
     (c,) = sessions(1)
     c.pubsub = a.pubsub
-    assert sorted(answer(c, "PUBSUB", "CHANNELS")) == [b"news.fr", b"news.it"]  # type: ignore[type-var]
+    assert sorted(answer(c, "PUBSUB", "CHANNELS")) == [b"news.fr", b"news.it"]  # type: ignore[arg-type, type-var]
     assert answer(c, "PUBSUB", "CHANNELS", "*fr") == [b"news.fr"]
     assert answer(c, "PUBSUB", "NUMSUB", "news.it", "x") == [b"news.it", 2, b"x", 0]
     assert answer(c, "PUBSUB", "NUMSUB") == []
