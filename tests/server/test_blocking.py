@@ -238,6 +238,8 @@ def test_redis_py_blocking_pops_with_timeouts(server: ServerProcess) -> None:
       b"-ERR wrong number of arguments for 'blmove' command\r\n"),
      (["BLMOVE", "a", "b", "UP", "LEFT", "0"], b"-ERR syntax error\r\n"),
      (["BLMPOP", "0", "0", "a", "LEFT"], b"-ERR numkeys should be greater than 0\r\n"),
+     (["BLMPOP", "-1", "1", "a", "up"], b"-ERR syntax error\r\n"),  # before the timeout
+     (["BLMPOP", "-1", "1", "a", "LEFT"], b"-ERR timeout is negative\r\n"),
      (["BZPOPMIN", "s", "0"],
       b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
      (["CLIENT", "UNBLOCK", "x"], b"-ERR value is not an integer or out of range\r\n"),

@@ -143,6 +143,9 @@ COMMAND = st.one_of(
 )  # fmt: skip
 
 index = st.sampled_from([b"0", b"1", b"-1", b"-3", b"5", b"x", b"-9223372036854775808"])
+BLOCK_TIMEOUT = st.sampled_from([b"0.01", b"0.01", b"-1", b"x", b"-inf"])
+"""A blocking command's timeout: short enough that an empty key costs 10 ms, or refused (not
+past 64 bits: Redis 7.0 answers "negative" there, 7.2 and minidb "out of range")."""
 side = st.sampled_from([b"LEFT", b"RIGHT", b"left", b"up"])
 LIST_COMMAND = st.one_of(
     st.builds(lambda op, k, fs: [op, k, *fs],
@@ -168,6 +171,14 @@ LIST_COMMAND = st.one_of(
               st.lists(key, min_size=1, max_size=3), side,
               st.sampled_from([[], [b"COUNT", b"2"], [b"COUNT", b"0"], [b"COUNT"]])),
     st.builds(lambda k: [b"TYPE", k], key),
+    # The blocking forms: served at once, or (here the engine answers the no-block reply,
+    # Redis the timeout's, both the null array) a 10 ms wait; bad timeouts. Not BLMOVE: its
+    # no-block reply is a null bulk, its timeout reply a null array.
+    st.builds(lambda op, ks, t: [op, *ks, t], st.sampled_from([b"BLPOP", b"BRPOP"]),
+              st.lists(key, min_size=1, max_size=3), BLOCK_TIMEOUT),
+    st.builds(lambda t, ks, w, c: [b"BLMPOP", t, b"%d" % len(ks), *ks, w, *c], BLOCK_TIMEOUT,
+              st.lists(key, min_size=1, max_size=3), side,
+              st.sampled_from([[], [b"COUNT", b"2"], [b"COUNT", b"0"]])),
 )  # fmt: skip
 
 zkey = st.sampled_from([b"z1", b"z2", b"z1", b"h1", b"str"])
@@ -233,6 +244,8 @@ ZSET_COMMAND = st.one_of(
     st.builds(lambda k: [b"TYPE", k], zkey),
     st.builds(lambda k: [b"EXISTS", k], zkey),
     st.just([b"SCAN", b"0", b"TYPE", b"zset"]),
+    st.builds(lambda op, ks, t: [op, *ks, t], st.sampled_from([b"BZPOPMIN", b"BZPOPMAX"]),
+              st.lists(zkey, min_size=1, max_size=2), BLOCK_TIMEOUT),
 )  # fmt: skip
 
 UNORDERED = {b"SMEMBERS", b"SINTER", b"SUNION", b"SDIFF", b"HKEYS", b"HVALS", b"HGETALL",

@@ -341,10 +341,9 @@ def rpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms:
     return _move(ks, s, argv, j, now_ms, False, True)
 
 
-@command("lmpop", -4, "write")
-def lmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    """Redis's ``lmpopGenericCommand``: the first non-empty list of the keys, popped from one
-    side, as [key, elements]; a null array if every key is missing."""
+def _lmpop_args(argv: list[bytes]) -> tuple[list[bytes], bool, int]:
+    """LMPOP's ``numkeys key... LEFT|RIGHT [COUNT n]`` (from ``argv[1]``): keys, side,
+    count, checked in Redis's order."""
     numkeys = _long(argv[1], 1, "ERR numkeys should be greater than 0")
     where_at = 1 + numkeys + 1
     if where_at >= len(argv):
@@ -358,12 +357,25 @@ def lmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
             at += 2
         else:
             raise CommandError(SYNTAX_ERROR)
-    count = max(count, 1)
-    for key in argv[2:where_at]:
+    return argv[2:where_at], left, max(count, 1)
+
+
+def _lmpop_from(
+    ks: Keyspace, s: Session, j: OpJournal, now_ms: int, keys: list[bytes], left: bool, count: int
+) -> Result:
+    for key in keys:
         found = _get(ks, s, key, j, now_ms)
         if found is not None:
             return [key, _pop(ks, s, key, found, left, min(count, len(found)), j)]
     return NULL_ARRAY
+
+
+@command("lmpop", -4, "write")
+def lmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``lmpopGenericCommand``: the first non-empty list of the keys, popped from one
+    side, as [key, elements]; a null array if every key is missing."""
+    keys, left, count = _lmpop_args(argv)
+    return _lmpop_from(ks, s, j, now_ms, keys, left, count)
 
 
 def _blocking_pop(
@@ -410,12 +422,13 @@ def brpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms
 
 @command("blmpop", -5, "write", "blocking")
 def blmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    """Redis's ``blmpopCommand``: the timeout first, then LMPOP's arguments."""
+    """Redis's ``blmpopCommand``: LMPOP's arguments (after the timeout), checked before the
+    timeout, then LMPOP or block."""
+    keys, left, count = _lmpop_args(argv[1:])
     timeout = parse_timeout(argv[1], now_ms)
-    result = lmpop.handler(ks, s, [b"lmpop", *argv[2:]], j, now_ms)
+    result = _lmpop_from(ks, s, j, now_ms, keys, left, count)
     if result is NULL_ARRAY:
-        numkeys = int(argv[2])
-        raise WouldBlock(tuple(argv[3:3 + numkeys]), timeout, ListValue, NULL_ARRAY)
+        raise WouldBlock(tuple(keys), timeout, ListValue, NULL_ARRAY)
     return result
 
 
