@@ -686,7 +686,9 @@ BLOCKING_COMMANDS: tuple[CommandSpec, ...] = (
 
 
 _SCRIPTING = {"group": "scripting", "categories": ("scripting",)}
-_EVAL_FLAGS = "noscript skip_monitor may_replicate no_mandatory_keys stale movablekeys"
+# EVAL and EVALSHA say "write" (Redis says may_replicate only): here they are writes to the
+# owner, refused whole on a replica or a failed log (see docs/commands.md, "Scripting").
+_EVAL_FLAGS = "write noscript skip_monitor may_replicate no_mandatory_keys stale movablekeys"
 _EVAL_RO_FLAGS = "noscript skip_monitor no_mandatory_keys stale readonly movablekeys"
 SCRIPT_SUBCOMMANDS = (
     _spec("script|exists", -3, "noscript", since="2.6.0", **_SCRIPTING,
