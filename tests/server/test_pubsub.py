@@ -219,6 +219,10 @@ def test_info_and_client_list_show_subscriptions(resp: ServerProcess, clients: l
     line = next(line for line in listing.splitlines() if "cmd=psubscribe" in line)
     assert " sub=2 psub=1 ssub=0 " in line
     assert "flags=P" in line
+    pubsub_ids = other.call("CLIENT", "LIST", "TYPE", "pubsub").decode()
+    normal_ids = other.call("CLIENT", "LIST", "TYPE", "normal").decode()
+    assert pubsub_ids.count("id=") == 1 and "cmd=psubscribe" in pubsub_ids
+    assert "cmd=psubscribe" not in normal_ids and "cmd=client" in normal_ids
 
 
 def test_publish_inside_multi_and_pubsub_introspection(

@@ -140,8 +140,11 @@ def _list(argv: list[bytes], env: SessionEnv) -> Result:
         kind = argv[3].lower()
         if kind not in _CLIENT_TYPES:
             return one_line(b"ERR Unknown client type '" + argv[3] + b"'")
-        if kind != b"normal":
-            sessions = []  # no replicas, no pub/sub
+        if kind in (b"normal", b"pubsub"):  # a subscriber is of type pubsub (Redis)
+            wanted = kind == b"pubsub"
+            sessions = [s for s in sessions if s.pubsub.subscribed(s.subscriber) is wanted]
+        else:
+            sessions = []  # no replicas
     elif len(argv) > 3 and argv[2].lower() == b"id":
         ids = [parse_integer(arg) for arg in argv[3:]]
         if None in ids:
