@@ -325,3 +325,19 @@ def test_owner_refuses_woken_pops_when_the_log_fails() -> None:
     owner.commit([_batch(executor, "RPUSH q x")])
     assert blocked.replies is not None and blocked.replies[0].startswith(b"-ERR not logged")
     assert owner.state.keyspace.peek(b"0", b"q") is None
+
+
+def test_owner_ends_every_wait_when_the_log_fails() -> None:
+    """Once the log failed nothing can serve a waiter: one blocked in the failed group is
+    answered ``not logged`` with it, one blocked before is refused ``read-only``."""
+    import errno
+
+    owner, log, executor = _owner()
+    earlier = _batch(executor, "BLPOP a 0")
+    owner.commit([earlier])
+    log.fail_sync = errno.EIO
+    same, write = _batch(executor, "BLPOP b 0"), _batch(executor, "SET k v")
+    owner.commit([same, write])
+    assert earlier.replies is not None and earlier.replies[0].startswith(b"-ERR read-only: ")
+    assert same.replies is not None and same.replies[0].startswith(b"-ERR not logged: ")
+    assert len(owner.blocking) == 0 and not same.held and not earlier.held

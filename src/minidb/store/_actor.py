@@ -407,7 +407,7 @@ class StoreOwner:
             if self._expiry_timer is not None:
                 self._expiry_timer.cancel()
                 self._expiry_timer = None
-            self._end_waits(UNAVAILABLE)
+            self._end_waits("store unavailable")
             if self._sync_executor is not None:
                 self._sync_executor.shutdown(wait=False)
 
@@ -719,6 +719,10 @@ class StoreOwner:
             self._not_logged += 1
             self._count_refused(EXECUTOR_VERB, "not_logged")
             waiter.reply = executor.refusal(held.request, why) if executor else not_logged
+        for waiter in self.blocking.waiters():
+            if any(waiter.owner.batch is batch for batch in batches):
+                self._forget(waiter)  # blocked in this group: answered with its refusals
+        self._end_waits("read-only: " + reason)  # no write can serve the others any more
         return results
 
     # -- blocked clients -----------------------------------------------------------------
@@ -748,32 +752,41 @@ class StoreOwner:
                 held.timer = None
             self._woken.append(waiter)
 
-    def _end_wait(self, waiter: Waiter, reply: bytes | None) -> bool:
-        """End a wait without serving it: at its deadline, CLIENT UNBLOCK (``reply`` what
-        the client is answered) or the client gone (None). False if it was not waiting.
-        Nothing changes in the data, so this may run from any loop callback."""
+    def _forget(self, waiter: Waiter) -> _Held | None:
+        """Take ``waiter`` out of the registry, its timer off, its batch no longer held;
+        what the owner kept with it, or None if it was not waiting."""
         if not self.blocking.remove(waiter):
-            return False
+            return None
         waiter.release = None
         held: _Held = waiter.owner
         if held.timer is not None:
             held.timer.cancel()
             held.timer = None
+        held.batch.held = False
+        return held
+
+    def _end_wait(self, waiter: Waiter, reply: bytes | None) -> bool:
+        """End a wait without serving it: at its deadline, CLIENT UNBLOCK (``reply`` what
+        the client is answered) or the client gone (None). False if it was not waiting.
+        Nothing changes in the data, so this may run from any loop callback."""
+        held = self._forget(waiter)
+        if held is None:
+            return False
         batch = held.batch
-        batch.held = False
         if batch.replies is None:
             batch.replies = [*held.prefix, reply or b""]
         if reply is not None:
             batch.sink.flush()
         return True
 
-    def _end_waits(self, reply: bytes) -> None:
-        """The owner stops: every client still blocked is refused ``reply``'s reason."""
-        reason = reply.decode().removeprefix("ERR ").rstrip("\n")
+    def _end_waits(self, reason: str) -> None:
+        """Writes are over (the owner stops, or the log failed): every client still blocked
+        is refused for ``reason``, as its write would be."""
         for waiter in self.blocking.waiters():
             held: _Held = waiter.owner
             executor = held.batch.executor
-            self._end_wait(waiter, executor.refusal(held.request, reason) if executor else reply)
+            refusal = executor.refusal(held.request, reason) if executor else b""
+            self._end_wait(waiter, refusal)
 
     def _count_refused(self, verb: str, outcome: str) -> None:
         key = (verb, outcome)
