@@ -32,6 +32,7 @@ from minidb.store._streamvalue import (
     STREAM,
     Entry,
     Meta,
+    Read,
     StreamValue,
     count_below,
     new_stream,
@@ -49,10 +50,11 @@ from minidb.wal._ops import (
     STREAM_TRIM,
     AddElements,
     RemoveElements,
-    encode_stream_entry,
     encode_stream_id,
     encode_stream_meta,
+    encode_stream_pairs,
     format_stream_id,
+    stream_entry_element,
 )
 
 UINT64_MAX = (1 << 64) - 1
@@ -152,7 +154,7 @@ def _interval_id(arg: bytes, missing_seq: int) -> tuple[int, bool]:
     return parse_id(arg, missing_seq, strict=False)[0], False
 
 
-def _reply(entries: list[Entry]) -> list[Result]:
+def _reply(entries: list[Read]) -> list[Result]:
     return [[format_stream_id(entry_id), list(pairs)] for entry_id, pairs in entries]
 
 
@@ -310,10 +312,11 @@ def xadd(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
     entry_id = _next_id(last_id, args, now_ms)
     stream = ks.for_change(s.bucket, key, found, new_stream, j)
     j.undo.append(StreamUndo(s.bucket, key, stream.meta, 1, []))
-    stream_append(stream, entry_id, pairs)
+    packed = encode_stream_pairs(pairs)
+    stream_append(stream, entry_id, packed)
     stream.last_id = entry_id
     stream.entries_added += 1
-    logged = (encode_stream_entry(entry_id, pairs), encode_stream_meta(*stream.meta))
+    logged = (stream_entry_element(entry_id, packed), encode_stream_meta(*stream.meta))
     j.add(AddElements(s.bucket, key, KIND_STREAM, logged))
     if args.strategy:
         _trim(ks, s, key, stream, args, j)
@@ -341,9 +344,9 @@ def xdel(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
     meta = stream.meta
     removed: list[Entry] = []
     for entry_id in ids:
-        pairs = stream_delete(stream, entry_id)
-        if pairs is not None:
-            removed.append((entry_id, pairs))
+        packed = stream_delete(stream, entry_id)
+        if packed is not None:
+            removed.append((entry_id, packed))
             stream.max_deleted_id = max(stream.max_deleted_id, entry_id)
     j.undo.append(StreamUndo(s.bucket, argv[1], meta, 0, removed))
     logged = [encode_stream_id(STREAM_DELETE, entry_id) for entry_id, _ in removed]

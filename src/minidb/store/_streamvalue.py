@@ -6,8 +6,10 @@ Theory of operation
 ===================
 
 An id is one int, ``ms << 64 | seq`` (``minidb.wal._ops``), so ids compare, sort and bisect
-as ints. A ``StreamValue`` is a ``dict`` id -> the entry's fields and values, flat
-(``(field, value, field, value)``, a tuple: compact, immutable, shared by a copy), plus
+as ints. A ``StreamValue`` is a ``dict`` id -> the entry's fields and values packed into one
+``bytes`` as the log packs them (``encode_stream_pairs``: one object where a tuple of fields
+costs an object each, 320 -> about 170 bytes an entry of two short pairs; immutable, shared by
+a copy; the log's ENTRY element is its id before it; unpacked only for a reply), plus
 ``ids``, the ids in increasing order, a plain list, of which the first ``head`` are gone.
 Entries are only ever appended at the end (an id is always above the stream's ``last_id``,
 which is at least every entry's id), so the list stays sorted by ``append`` alone; a range
@@ -39,10 +41,12 @@ from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import (
     STREAM_DELETE,
     STREAM_ENTRY,
+    STREAM_ENTRY_HEAD_BYTES,
     STREAM_META,
     decode_stream_element,
-    encode_stream_entry,
+    decode_stream_pairs,
     encode_stream_meta,
+    stream_entry_element,
 )
 
 STREAM = "stream"
@@ -50,12 +54,14 @@ STREAM = "stream"
 
 Meta = tuple[int, int, int]
 """(last id, entries added, max deleted id): what a META element carries."""
-Entry = tuple[int, tuple[bytes, ...]]
-"""(id, (field, value, ...))."""
+Entry = tuple[int, bytes]
+"""(id, its fields and values packed by ``encode_stream_pairs``)."""
+Read = tuple[int, tuple[bytes, ...]]
+"""(id, (field, value, ...)): an entry as a reply shows it."""
 
 
-class StreamValue(dict[int, tuple[bytes, ...]]):
-    """A stream: id -> (field, value, ...), ``ids`` in increasing order, and its metadata."""
+class StreamValue(dict[int, bytes]):
+    """A stream: id -> packed fields and values, ``ids`` in increasing order, its metadata."""
 
     __slots__ = (
         "encoding", "entries_added", "epoch", "head", "ids", "last_id", "max_deleted_id", "scan",
@@ -105,23 +111,23 @@ def nth_id(s: StreamValue, n: int) -> int:
     return s.ids[s.head + n]
 
 
-def stream_append(s: StreamValue, entry_id: int, pairs: tuple[bytes, ...]) -> None:
+def stream_append(s: StreamValue, entry_id: int, packed: bytes) -> None:
     """Append an entry whose id is above every entry's (the metadata is the caller's);
     ``ValueError`` otherwise (a record replay cannot take)."""
     last = s.last_entry_id
     if last is not None and entry_id <= last:
         raise ValueError(f"stream entry id {entry_id:#x} is not above the last entry")
     s.ids.append(entry_id)
-    s[entry_id] = pairs
+    s[entry_id] = packed
 
 
-def stream_delete(s: StreamValue, entry_id: int) -> tuple[bytes, ...] | None:
-    """Delete the entry of ``entry_id`` if present; its fields, or None."""
-    pairs = s.pop(entry_id, None)
-    if pairs is not None:
+def stream_delete(s: StreamValue, entry_id: int) -> bytes | None:
+    """Delete the entry of ``entry_id`` if present; its packed fields, or None."""
+    packed = s.pop(entry_id, None)
+    if packed is not None:
         ids = s.ids
         del ids[bisect_left(ids, entry_id, s.head)]
-    return pairs
+    return packed
 
 
 def stream_trim_through(s: StreamValue, bound: int) -> list[Entry]:
@@ -139,7 +145,7 @@ def stream_trim_through(s: StreamValue, bound: int) -> list[Entry]:
 
 def stream_range(
     s: StreamValue, start: int, end: int, count: int, reverse: bool = False
-) -> list[Entry]:
+) -> list[Read]:
     """The entries with ``start <= id <= end``, at most ``count`` of them (0: all), from the
     lowest id (``reverse``: from the highest)."""
     ids = s.ids
@@ -151,7 +157,7 @@ def stream_range(
         chosen = ids[hi - 1 : stop - 1 if stop else None : -1]
     else:
         chosen = ids[lo : hi if not count else min(hi, lo + count)]
-    return [(entry_id, s[entry_id]) for entry_id in chosen]
+    return [(entry_id, decode_stream_pairs(s[entry_id])) for entry_id in chosen]
 
 
 def stream_restore(s: StreamValue, meta: Meta, added: int, removed: Sequence[Entry]) -> None:
@@ -161,8 +167,8 @@ def stream_restore(s: StreamValue, meta: Meta, added: int, removed: Sequence[Ent
     for _ in range(added):
         del s[ids.pop()]
     if removed:
-        for entry_id, pairs in removed:
-            s[entry_id] = pairs
+        for entry_id, packed in removed:
+            s[entry_id] = packed
         # Two sorted runs: O(n).
         ids[:] = sorted(ids[s.head :] + [entry_id for entry_id, _ in removed])
         s.head = 0
@@ -177,7 +183,7 @@ def stream_apply(s: StreamValue, elements: Sequence[bytes]) -> None:
         decoded: Any = decode_stream_element(element)
         what = decoded[0]
         if what == STREAM_ENTRY:
-            stream_append(s, decoded[1], decoded[2])
+            stream_append(s, decoded[1], element[STREAM_ENTRY_HEAD_BYTES:])
         elif what == STREAM_META:
             s.set_meta(decoded[1:])
         elif what == STREAM_DELETE:
@@ -191,7 +197,7 @@ def stream_elements(s: StreamValue) -> Iterator[bytes]:
     """The log's elements of the whole stream: its META, then every ENTRY in id order."""
     yield encode_stream_meta(*s.meta)
     for entry_id in live_ids(s):
-        yield encode_stream_entry(entry_id, s[entry_id])
+        yield stream_entry_element(entry_id, s[entry_id])
 
 
 def stream_from(elements: Sequence[bytes], epoch: int) -> StreamValue:

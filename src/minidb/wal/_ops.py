@@ -88,6 +88,8 @@ _U64 = (1 << 64) - 1
 _STREAM_ID = struct.Struct("<BQQ")
 _STREAM_META = struct.Struct("<BQQQQQ")
 _STREAM_ENTRY_HEAD = struct.Struct("<BQQ")
+STREAM_ENTRY_HEAD_BYTES = _STREAM_ENTRY_HEAD.size
+"""Where an ENTRY element's packed fields and values start (``stream_entry_element``)."""
 _LEN = struct.Struct("<I")
 
 StreamElement = (
@@ -105,13 +107,41 @@ def encode_stream_meta(last_id: int, entries_added: int, max_deleted_id: int) ->
     )  # fmt: skip
 
 
-def encode_stream_entry(entry_id: int, pairs: tuple[bytes, ...]) -> bytes:
-    """An ENTRY element: the id, then each field and value with its u32 length."""
-    parts = [_STREAM_ENTRY_HEAD.pack(STREAM_ENTRY, entry_id >> 64, entry_id & _U64)]
+def encode_stream_pairs(pairs: tuple[bytes, ...]) -> bytes:
+    """An entry's fields and values, each with its u32 length: an ENTRY element's tail, and
+    how a stream keeps an entry in memory (one object rather than a tuple of them)."""
+    parts: list[bytes] = []
     pack = _LEN.pack
     for item in pairs:
         parts += (pack(len(item)), item)
     return b"".join(parts)
+
+
+def decode_stream_pairs(packed: bytes) -> tuple[bytes, ...]:
+    """The fields and values ``encode_stream_pairs`` packed; ``ValueError`` if they are cut."""
+    pos, size = 0, len(packed)
+    unpack = _LEN.unpack_from
+    pairs = []
+    while pos < size:
+        if pos + 4 > size:
+            raise ValueError("a stream entry's field length cut short")
+        (length,) = unpack(packed, pos)
+        end = pos + 4 + length
+        if end > size:
+            raise ValueError("a stream entry's field runs past its end")
+        pairs.append(packed[pos + 4 : end])
+        pos = end
+    return tuple(pairs)
+
+
+def stream_entry_element(entry_id: int, packed: bytes) -> bytes:
+    """An ENTRY element of an entry whose fields and values are ``packed``."""
+    return _STREAM_ENTRY_HEAD.pack(STREAM_ENTRY, entry_id >> 64, entry_id & _U64) + packed
+
+
+def encode_stream_entry(entry_id: int, pairs: tuple[bytes, ...]) -> bytes:
+    """An ENTRY element: the id, then each field and value with its u32 length."""
+    return stream_entry_element(entry_id, encode_stream_pairs(pairs))
 
 
 def encode_stream_id(what: int, entry_id: int) -> bytes:
@@ -139,20 +169,10 @@ def decode_stream_element(element: bytes) -> StreamElement:
     if len(element) < _STREAM_ENTRY_HEAD.size:
         raise ValueError("a stream ENTRY cut short")
     _, ms, seq = _STREAM_ENTRY_HEAD.unpack_from(element)
-    pos, size = _STREAM_ENTRY_HEAD.size, len(element)
-    pairs = []
-    while pos < size:
-        if pos + 4 > size:
-            raise ValueError("a stream ENTRY's field length cut short")
-        (length,) = _LEN.unpack_from(element, pos)
-        end = pos + 4 + length
-        if end > size:
-            raise ValueError("a stream ENTRY's field runs past its end")
-        pairs.append(element[pos + 4 : end])
-        pos = end
+    pairs = decode_stream_pairs(element[_STREAM_ENTRY_HEAD.size :])
     if not pairs or len(pairs) % 2:
         raise ValueError(f"a stream ENTRY holds {len(pairs)} fields and values, not pairs")
-    return (STREAM_ENTRY, ms << 64 | seq, tuple(pairs))
+    return (STREAM_ENTRY, ms << 64 | seq, pairs)
 
 
 def format_stream_id(entry_id: int) -> bytes:
