@@ -79,7 +79,7 @@ _SPACES = b" \t\n\v\f\r"
 
 class StreamUndo(ContainerUndo):
     """A change to a stream: its metadata before, how many entries it appended (the newest),
-    the entries it removed (id, fields), to put back."""
+    the entries it removed (id, packed fields), to put back."""
 
     __slots__ = ("added", "meta", "removed")
 
