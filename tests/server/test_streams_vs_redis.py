@@ -80,7 +80,7 @@ STREAM_COMMAND = st.one_of(
     st.builds(lambda k, t: [b"XTRIM", k, *t], key, trim),
     st.builds(lambda ks, ids, n: [b"XREAD", *([b"COUNT", n] if n else []), b"STREAMS", *ks,
                                   *ids[: len(ks)]],
-              st.lists(key, min_size=1, max_size=2),
+              st.lists(key, min_size=1, max_size=2, unique=True),  # RESP3: a map, see docs
               st.lists(st.sampled_from([b"0", b"$", b"2-1", b"5", b"x"]), min_size=2,
                        max_size=2),
               st.sampled_from([None, b"1", b"0"])),
