@@ -187,8 +187,8 @@ def test_pipelined_commands_after_a_blocked_one_wait_for_it(server: ServerProces
     raw.read(_pair("q", "x") + b"+PONG\r\n:1\r\n")
 
 
-def test_bzpopmin_bzpopmax_wake_on_zadd(server: ServerProcess) -> None:
-    """BZPOPMIN waits for a ZADD and answers [key, member, score]."""
+def test_bzpopmin_bzpopmax_bzmpop_wake_on_zadd(server: ServerProcess) -> None:
+    """BZPOPMIN waits for a ZADD and answers [key, member, score]; BZMPOP [key, pairs]."""
     admin = _redis(server)
     raw = Raw(_port(server))
     raw.send(["BZPOPMIN", "z1", "z2", "0"])
@@ -197,6 +197,11 @@ def test_bzpopmin_bzpopmax_wake_on_zadd(server: ServerProcess) -> None:
     raw.read(b"*3\r\n$2\r\nz2\r\n$1\r\na\r\n$1\r\n1\r\n")
     raw.send(["BZPOPMAX", "z2", "0"])
     raw.read(b"*3\r\n$2\r\nz2\r\n$1\r\nb\r\n$1\r\n2\r\n")
+    raw.send(["BZMPOP", "0", "2", "z1", "z2", "MAX", "COUNT", "5"])
+    _until_blocked(admin, 1)
+    admin.zadd("z1", {"c": 3, "d": 4})
+    raw.read(b"*2\r\n$2\r\nz1\r\n*2\r\n*2\r\n$1\r\nd\r\n$1\r\n4\r\n"
+             b"*2\r\n$1\r\nc\r\n$1\r\n3\r\n")
 
 
 def test_redis_py_blocking_pops_with_timeouts(server: ServerProcess) -> None:
@@ -240,6 +245,10 @@ def test_redis_py_blocking_pops_with_timeouts(server: ServerProcess) -> None:
      (["BLMPOP", "0", "0", "a", "LEFT"], b"-ERR numkeys should be greater than 0\r\n"),
      (["BLMPOP", "-1", "1", "a", "up"], b"-ERR syntax error\r\n"),  # before the timeout
      (["BLMPOP", "-1", "1", "a", "LEFT"], b"-ERR timeout is negative\r\n"),
+     (["BZMPOP", "-1", "1", "a", "UP"], b"-ERR syntax error\r\n"),
+     (["BZMPOP", "-1", "1", "a", "MIN"], b"-ERR timeout is negative\r\n"),
+     (["BZMPOP", "0", "1", "a", "MIN", "COUNT", "0"],
+      b"-ERR count should be greater than 0\r\n"),
      (["BZPOPMIN", "s", "0"],
       b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"),
      (["CLIENT", "UNBLOCK", "x"], b"-ERR value is not an integer or out of range\r\n"),
@@ -433,9 +442,10 @@ def test_kill_after_a_woken_blpop_keeps_the_pop(serve: ServeFactory, tmp_path: P
 def test_command_lists_the_blocking_commands(server: ServerProcess) -> None:
     """COMMAND INFO knows them with Redis's arity and the blocking flag."""
     admin = _redis(server)
-    names = ("blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax")
+    names = ("blpop", "brpop", "blmove", "brpoplpush", "blmpop", "bzpopmin", "bzpopmax",
+             "bzmpop")
     info = admin.execute_command("COMMAND", "INFO", *names, "client|unblock")
-    assert [info[name]["arity"] for name in names] == [-3, -3, 6, 4, -5, -3, -3]
+    assert [info[name]["arity"] for name in names] == [-3, -3, 6, 4, -5, -3, -3, -5]
     assert all("blocking" in info[name]["flags"] for name in names)
     assert info["client|unblock"]["arity"] == -3
 

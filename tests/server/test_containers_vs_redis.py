@@ -246,6 +246,9 @@ ZSET_COMMAND = st.one_of(
     st.just([b"SCAN", b"0", b"TYPE", b"zset"]),
     st.builds(lambda op, ks, t: [op, *ks, t], st.sampled_from([b"BZPOPMIN", b"BZPOPMAX"]),
               st.lists(zkey, min_size=1, max_size=2), BLOCK_TIMEOUT),
+    st.builds(lambda t, ks, w, c: [b"BZMPOP", t, b"%d" % len(ks), *ks, w, *c], BLOCK_TIMEOUT,
+              st.lists(zkey, min_size=1, max_size=2), st.sampled_from([b"MIN", b"max", b"up"]),
+              st.sampled_from([[], [b"COUNT", b"2"], [b"COUNT", b"0"]])),
 )  # fmt: skip
 
 UNORDERED = {b"SMEMBERS", b"SINTER", b"SUNION", b"SDIFF", b"HKEYS", b"HVALS", b"HGETALL",

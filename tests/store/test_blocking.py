@@ -133,7 +133,8 @@ def test_parse_timeout_refuses_as_redis_words_it(text: bytes, error: str) -> Non
     ("argv", "reply"),
     [(b"BLPOP a b 0", NULL_ARRAY), (b"BRPOP a 1", NULL_ARRAY), (b"BLMOVE a b LEFT RIGHT 0", None),
      (b"BRPOPLPUSH a b 0", None), (b"BLMPOP 0 2 a b LEFT", NULL_ARRAY),
-     (b"BZPOPMIN a 0", NULL_ARRAY), (b"BZPOPMAX a b 0", NULL_ARRAY)],
+     (b"BZPOPMIN a 0", NULL_ARRAY), (b"BZPOPMAX a b 0", NULL_ARRAY),
+     (b"BZMPOP 0 2 a b MIN COUNT 2", NULL_ARRAY)],
 )  # fmt: skip
 def test_blocking_command_in_a_transaction_answers_at_once(argv: bytes, reply: object) -> None:
     """Inside MULTI/EXEC (and wherever ``execute`` runs it) an empty key answers Redis's

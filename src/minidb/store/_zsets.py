@@ -17,7 +17,7 @@ from sortedcontainers import SortedList
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
-from minidb.store._blocking import pop_first
+from minidb.store._blocking import WouldBlock, parse_timeout, pop_first
 from minidb.store._elementscan import (
     LONG_MAX,
     index_of,
@@ -747,6 +747,23 @@ def _blocking_pop(
     )
 
 
+@command("bzmpop", -5, "write", "blocking")
+def bzmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
+    """Redis's ``bzmpopCommand``: ZMPOP's arguments (after the timeout) are checked before
+    the timeout, then ZMPOP, or block on its keys."""
+    try:
+        timeout = parse_timeout(argv[1], now_ms)
+    except CommandError:
+        # Their errors first: ZMPOP's checks against an empty keyspace change nothing here.
+        zmpop.handler(Keyspace(), s, [b"zmpop", *argv[2:]], OpJournal(), now_ms)
+        raise
+    result = zmpop.handler(ks, s, [b"zmpop", *argv[2:]], j, now_ms)
+    if result is NULL_ARRAY:
+        keys = tuple(argv[3:3 + int(argv[2])])
+        raise WouldBlock(keys, timeout, ZSetValue, NULL_ARRAY)
+    return result
+
+
 @command("bzpopmin", -3, "write", "fast", "blocking")
 def bzpopmin(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     return _blocking_pop(ks, s, argv, j, now_ms, False)
@@ -953,5 +970,5 @@ COMMANDS: list[Command] = [
     zadd, zincrby, zcard, zscore, zmscore, zrank, zrevrank, zcount, zlexcount, zrange,
     zrevrange, zrangebyscore, zrevrangebyscore, zrangebylex, zrevrangebylex, zrangestore,
     zrem, zremrangebyrank, zremrangebyscore, zremrangebylex, zpopmin, zpopmax, zmpop, bzpopmin,
-    bzpopmax, zintercard,
+    bzpopmax, zintercard, bzmpop,
 ]  # fmt: skip

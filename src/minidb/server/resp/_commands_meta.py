@@ -674,6 +674,12 @@ BLOCKING_COMMANDS: tuple[CommandSpec, ...] = (
             "sets. Blocks until a member available otherwise.  Deletes the sorted set if the "
             "last element was popped."
         )),
+    _spec("bzmpop", -5, "write blocking movablekeys", since="7.0.0", **_BLOCKING_ZSET,
+        summary=(
+            "Removes and returns a member by score from one or more sorted sets. Blocks until "
+            "a member is available otherwise. Deletes the sorted set if the last element was "
+            "popped."
+        )),
     _spec("bzpopmin", -3, "write blocking fast", since="5.0.0", **_KEYS_BUT_LAST,
         **_BLOCKING_ZSET,
         summary=(
