@@ -31,21 +31,9 @@ from minidb.store._blocking import (
 )
 from minidb.store._commands import BLOCKING, execute_blocking
 from minidb.store._values import ListValue
+from tests.store.test_actor import Sink
 
 _RESP2 = RespEncoder(2)
-
-
-class Sink:
-    """Collects flushes the way a connection would."""
-
-    def __init__(self) -> None:
-        self.flushes = 0
-
-    def flush(self) -> None:
-        self.flushes += 1
-
-    def output_room(self) -> int:
-        return UNBOUNDED_OUTPUT
 
 
 class ArgvExecutor:
