@@ -476,3 +476,23 @@ def test_scripting_table_holding_itself(db: Db) -> None:
     while isinstance(reply, list):
         reply, depth = reply[0], depth + 1
     assert depth == 200 and reply == ErrorReply("ERR reached lua stack limit")
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("local s = string.rep('x', 70000) return #cmsgpack.unpack(cmsgpack.pack(s))", 70000),
+        ("local t = {} for i = 1, 20 do t[i] = i end "
+         "return #cmsgpack.unpack(cmsgpack.pack(t))", 20),
+        ("local t = {} for i = 1, 70000 do t[i] = i end "
+         "return cmsgpack.unpack(cmsgpack.pack(t))[70000]", 70000),
+        ("local m = {} for i = 1, 20 do m['k' .. i] = i end "
+         "return cmsgpack.unpack(cmsgpack.pack(m))['k20']", 20),
+        ("return cmsgpack.unpack(cmsgpack.pack(-2^40))", -(2**40)),
+        ("return tostring(cmsgpack.unpack(cmsgpack.pack(0.1)))", b"0.1"),
+        ("return cmsgpack.pack(function() end)", b"\xc0"),
+    ],
+)
+def test_scripting_cmsgpack_round_trips(db: Db, body: str, expected: Result) -> None:
+    """cmsgpack's longer forms (str16/32, array16/32, map16, int64, float64) come back."""
+    assert ev(db, body) == expected

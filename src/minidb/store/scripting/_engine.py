@@ -39,7 +39,7 @@ from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._pubsub import registry_for
 from minidb.store._results import ErrorReply, Result
-from minidb.store.scripting import _libs
+from minidb.store.scripting import _libs, _msgpack
 from minidb.store.scripting._cache import MAX_SCRIPT_BYTES, ScriptCache, sha1_of
 from minidb.store.scripting._convert import argument_of, error_text, reply_of, to_lua
 from minidb.store.scripting._sandbox import DEFAULT_MAX_MEMORY, LuaError, Sandbox
@@ -151,6 +151,7 @@ class ScriptEngine:
         })  # fmt: skip
         box.install("cjson", _libs.cjson_library(table))
         box.install("bit", _libs.BIT_LIBRARY)
+        box.install("cmsgpack", _msgpack.cmsgpack_library(table))
         return box
 
     def compile(self, body: bytes) -> tuple[bytes, Script] | ErrorReply:
@@ -319,11 +320,12 @@ class ScriptCallError(Exception):
         self.message = message
 
 
-def _describe(error: Any) -> bytes:
-    """The ``err`` text of a Python exception raised into a script."""
+def _describe(error: Any) -> tuple[bytes, bool]:
+    """A Python exception raised into a script: its text, and whether it is a ``redis.call``
+    error (its text is the reply's) rather than a library's (Lua's wording is added)."""
     if isinstance(error, ScriptCallError):
-        return error.message
-    return b"ERR " + str(error).encode("utf-8", "surrogateescape")
+        return error.message, True
+    return str(error).encode("utf-8", "surrogateescape"), False
 
 
 def _where(error: Any) -> str:

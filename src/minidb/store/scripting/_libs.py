@@ -8,7 +8,7 @@ array (holes become ``null``; an excessively sparse one, largest index over 10 a
 the count, is refused), any other non-empty table an object, an empty table ``{}``; numbers
 as ``%.14g``; ``/`` escaped as ``\\/``; ``cjson.null`` is the one value that encodes as, and
 decodes from, ``null``. ``cjson.encode_keep_buffer`` and the configuration functions are
-accepted and do nothing. Not provided: ``cmsgpack`` and ``struct``.
+accepted and do nothing. ``cmsgpack`` is ``_msgpack``'s; ``struct`` is not provided.
 
 ``bit`` follows LuaBitOp: every operation on 32-bit two's complement integers.
 """

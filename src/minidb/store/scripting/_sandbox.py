@@ -127,9 +127,24 @@ end
 local describe = host.describe
 local rawget = rawget
 local function on_error(err)
+  local source, line
+  local level = 2
+  while true do
+    local info = getinfo(level, 'Sl')
+    if not info then break end
+    if info.source == '@user_script' then
+      source, line = info.source, info.currentline
+      break
+    end
+    level = level + 1
+  end
   local kind = real_type(err)
-  if kind == 'userdata' then  -- a Python exception: redis.call's error, a library's
-    err = {err = describe(err)}
+  if kind == 'userdata' then  -- a Python exception: redis.call's error, or a library's
+    local text, from_call = describe(err)
+    if not from_call then  -- as Lua words a C library's error (luaL_error)
+      text = 'ERR ' .. (line and ('user_script:' .. line .. ': ') or '') .. text
+    end
+    err = {err = text}
   elseif kind ~= 'table' then
     err = {err = 'ERR ' .. tostring(err)}
   else  -- a fresh table: the host must never run a script's metamethods (no hook then)
@@ -137,16 +152,7 @@ local function on_error(err)
     if real_type(text) ~= 'string' then text = 'ERR ' .. tostring(text) end
     err = {err = text}
   end
-  local level = 2
-  while true do
-    local info = getinfo(level, 'Sl')
-    if not info then break end
-    if info.source == '@user_script' then
-      err.source, err.line = info.source, info.currentline
-      break
-    end
-    level = level + 1
-  end
+  err.source, err.line = source, line
   return err
 end
 
@@ -199,8 +205,10 @@ end
 
 -- what pcall/xpcall give a script for a Python exception: Redis's {err=...} table
 local function as_table(err)
-  if real_type(err) == 'userdata' then return {err = describe(err)} end
-  return err
+  if real_type(err) ~= 'userdata' then return err end
+  local text, from_call = describe(err)
+  if from_call then return {err = text} end  -- pcall(redis.call, ...): Redis's error table
+  return text  -- a library's error: its message, as Lua gives it
 end
 local function caught(ok, ...)
   if ok then return ok, ... end
@@ -254,7 +262,7 @@ class Sandbox:
         self,
         call: Callable[..., tuple[bool, Any]],
         call_raising: Callable[..., Any],
-        describe: Callable[[Any], bytes],
+        describe: Callable[[Any], tuple[bytes, bool]],
         time_up: Callable[[], bytes | None],
         *,
         max_memory: int = DEFAULT_MAX_MEMORY,
