@@ -222,7 +222,7 @@ class ScriptEngine:
         try:
             ok, value = box.run(script.fn, keys, args)
         except LuaError as exc:  # the state ran out of memory outside the script's pcall
-            ok, value = False, str(exc).encode()
+            ok, value = False, (str(exc) or "not enough memory").encode()
         finally:
             self._running = None
             self._deadline = None
