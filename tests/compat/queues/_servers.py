@@ -8,7 +8,9 @@ its TCP listener off, so a free port is picked first).
 
 from __future__ import annotations
 
+import ctypes
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +24,8 @@ from tests._listening import LineReader
 STARTUP_TIMEOUT_S = 20.0
 """How long a server may take to listen (the machine is shared: be generous)."""
 STOP_TIMEOUT_S = 10.0
+PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal a child gets when its parent dies."""
 
 
 @contextmanager
@@ -30,7 +34,7 @@ def minidb_server(data_dir: Path) -> Iterator[int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "minidb", "serve", "--port", "0", "--resp-port", "0",
          "--fsync", "always", "--data-dir", str(data_dir)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=die_with_parent,
     )  # fmt: skip
     try:
         found = LineReader(proc).listening({"resp"}, STARTUP_TIMEOUT_S)
@@ -49,13 +53,23 @@ def redis_server(directory: Path) -> Iterator[int]:
     proc = subprocess.Popen(
         [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no", "--dir", str(directory)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent,
     )  # fmt: skip
     try:
         _wait_for_port(proc, port)
         yield port
     finally:
         _stop(proc)
+
+
+def die_with_parent() -> None:
+    """``preexec_fn``: the child is killed when the process that started it dies, so a test
+    run stopped by SIGTERM or pytest-timeout leaves no server or suite behind (Linux)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the context managers still clean up
+        pass
 
 
 def free_port() -> int:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.compat._sdist import cache_dir, fetch_sdist
+from tests.compat.queues._servers import die_with_parent
 
 HERE = Path(__file__).parent
 SHIM = HERE / "shim"
@@ -157,7 +158,8 @@ def run_suite(suite: Suite, port: int, workdir: Path, select: Path | None = None
     started = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(command, cwd=suite.tree(), env=env, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=die_with_parent)
         try:
             returncode: int | None = proc.wait(timeout=deadline_s or suite.deadline_s)
         except subprocess.TimeoutExpired:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.queues._check import check_suite
+from tests.compat.queues._check import check_suite, pytest_timeout_s
 
-pytestmark = pytest.mark.compat
+pytestmark = [pytest.mark.compat, pytest.mark.timeout(pytest_timeout_s("arq"))]
 
 
 def test_arq_suite_passes_against_minidb(tmp_path: Path) -> None:
