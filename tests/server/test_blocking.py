@@ -486,3 +486,58 @@ def test_a_replica_refuses_blocking_pops_as_writes() -> None:
     owner.commit([batch])
     assert batch.replies == [b"-READONLY You can't write against a read only replica.\r\n"]
     assert len(owner.blocking) == 0 and not batch.held
+
+
+def test_many_waiters_and_pushers_get_every_element_exactly_once(
+    server: ServerProcess,
+) -> None:
+    """Eight clients looping BLPOP/BRPOP/BLMOVE on three keys while two push 300 elements:
+    every element is received exactly once, and nobody is left blocked."""
+    keys = ["k1", "k2", "k3"]
+    total = 300
+    got: list[bytes] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def consume(n: int) -> None:
+        client = _redis(server)
+        try:
+            while not stop.is_set():
+                if n % 3 == 0:
+                    item = client.blpop(keys, timeout=0.05)
+                    value = item[1] if item else None
+                elif n % 3 == 1:
+                    item = client.brpop(keys[::-1], timeout=0.05)
+                    value = item[1] if item else None
+                else:
+                    moved = client.blmove("k2", "k3", 0.05, "LEFT", "RIGHT")
+                    value = None if moved is None else b"moved"
+                if value is not None and value != b"moved":
+                    with lock:
+                        got.append(value)
+        except BaseException as exc:  # reported below, with the thread's view
+            errors.append(exc)
+
+    def produce(n: int) -> None:
+        client = _redis(server)
+        for i in range(n, total, 2):
+            client.rpush(keys[i % 3], f"e{i}")
+
+    consumers = [threading.Thread(target=consume, args=(n,)) for n in range(8)]
+    producers = [threading.Thread(target=produce, args=(n,)) for n in range(2)]
+    for thread in consumers + producers:
+        thread.start()
+    for thread in producers:
+        thread.join(WAIT_S * 4)
+    admin = _redis(server)
+    deadline = time.monotonic() + WAIT_S * 4
+    while len(got) < total and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stop.set()
+    for thread in consumers:
+        thread.join(WAIT_S)
+    assert not errors, errors
+    assert sorted(got) == sorted(f"e{i}".encode() for i in range(total))
+    _until_blocked(admin, 0)
+    assert all(admin.llen(key) == 0 for key in keys)
