@@ -242,7 +242,7 @@ class RespSession:
             return self._reject(wrong_arity(spec.name), spec)
         if not self.authenticated and not spec.no_auth:
             return self._reject(NOAUTH, spec)
-        if spec.top in SUBSCRIBE_FAMILY and self._queue is not None:
+        if self._queue is not None and spec.top in SUBSCRIBE_FAMILY:
             return self._reject(NOT_IN_MULTI, spec)
         if self.restricted and spec.top not in ALLOWED_WHEN_SUBSCRIBED:
             return self._reject(subscribed_mode_error(spec.name), spec)
