@@ -531,6 +531,10 @@ SCRIPT: list[tuple[str, int, list[bytes]]] = [
     ("sub", 1, [b"SUBSCRIBE"]),
     ("pub", 1, [b"PUBLISH", b"a"]),
     ("pub", 1, [b"PUBSUB", b"NUMPAT", b"x"]),
+    ("pub", 1, [b"PUBSUB", b"HELP"]),
+    ("pub", 1, [b"PUBSUB", b"CHANNELS", b"a", b"b"]),
+    ("pub", 1, [b"PUBSUB", b"NOPE"]),
+    ("pub", 1, [b"PUBSUB", b"SHARDCHANNELS"]),
 ]
 """Commands, with how many frames each answers, whose replies (and the frames the publishes
 cause) are compared byte for byte."""
