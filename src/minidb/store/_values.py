@@ -300,7 +300,7 @@ def set_remove(s: SetValue, members: Iterable[bytes]) -> list[bytes]:
 def set_from(members: Iterable[bytes], epoch: int) -> SetValue:
     """A set of ``members`` with the encoding its contents call for (Redis's RDB load, and a
     ``*STORE`` result built by adding one member at a time to an empty set)."""
-    s = SetValue(members)
+    s = SetValue(set(members))  # built from a set: its table sized as ``set_add`` sizes it
     n = len(s)
     if n <= SET_MAX_INTSET_ENTRIES and all(map(is_int, s)):
         s.encoding = INTSET
