@@ -276,7 +276,7 @@ def set_add(s: SetValue, members: Iterable[bytes], size_hint: int) -> list[bytes
         size += 1
     # One update from a set, not an add per member: CPython sizes the table for what a set
     # merge brings (twice the members), where adds one at a time quadruple it as it fills, so
-    # a set of 5 short members takes 472 bytes instead of 728 (bench/memory.py: 1,105 -> ~850
+    # a set of 5 short members takes 472 bytes instead of 728 (bench/memory.py: 1,105 -> 837
     # bytes a key at 1M sets).
     s.update(new)
     s.encoding = encoding
