@@ -107,11 +107,15 @@ SUITES: dict[str, Suite] = {
 
 
 def venv_python(suite: Suite) -> Path:
-    """The suite's virtualenv's python, the virtualenv created once (keyed by its pip args)."""
-    tree = suite.tree()
-    args = suite.requirements(tree)
+    """The suite's virtualenv's python (the library's sdist and its test requirements)."""
+    return requirements_venv(f"{suite.name}-{suite.version}", suite.requirements(suite.tree()))
+
+
+def requirements_venv(name: str, args: list[str]) -> Path:
+    """A virtualenv holding ``pip install args``, created once under the compat cache (keyed by
+    the Python version and ``args``, marked complete only after pip succeeded); its python."""
     key = hashlib.sha256(json.dumps([sys.version, args]).encode()).hexdigest()[:10]
-    venv = cache_dir() / "venvs" / f"{suite.name}-{suite.version}-{key}"
+    venv = cache_dir() / "venvs" / f"{name}-{key}"
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
         return python
