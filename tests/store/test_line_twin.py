@@ -351,3 +351,27 @@ def test_c_decoder_makes_the_plain_lines_itself() -> None:
     assert codec._plain_rows(rows) == [Set(b"b0", b"k", b"v"), Set(b"b1", b"k2", b"w")]
     assert codec._plain_rows(rows[:-1]) is None  # a row without its LF is no row
     assert codec._plain_rows(b"") == []
+
+
+@needs_c
+def test_the_fallback_sees_the_key_count_of_what_ran_before_it() -> None:
+    """What C added or removed is counted in ``len(keyspace)`` before Python runs."""
+    state = StoreState(Keyspace(now_ms=NOW_MS))
+    ks = state.keyspace
+    for key in (b"x", b"y", b"z"):
+        ks.put(b"b0", key, b"1", None, None)
+    seen = []
+
+    def fallback(request: Request) -> bytes:
+        seen.append((len(ks), sum(map(ks.size, ks.buckets()))))
+        return state.execute(request, journal, NOW_MS)
+
+    journal = OpJournal()
+    requests: list[Request] = [
+        Set(b"b0", b"new", b"v"), Set(b"b1", b"k", b"v"), Delete(b"b0", b"x"), Get(b"b1", b"k"),
+        Delete(b"b0", b"y"), Bulk([Set(b"b0", b"r", b"1")]), Bulk([Set(b"b2", b"r", b"1")]),
+    ]  # fmt: skip
+    assert _plainrun.run_line is not None
+    _plainrun.run_line(ks, journal, requests, NOW_MS, 1 << 40, fallback)
+    assert seen == [(4, 4), (4, 4)]  # the new bucket's SET, then the new bucket's frame
+    assert len(ks) == sum(map(ks.size, ks.buckets())) == 5

@@ -60,11 +60,10 @@ name_at(const unsigned char *s, Py_ssize_t n, unsigned char end)
     return 0;
 }
 
-/* The request of ``line`` (``n`` bytes, no LF) if it is a plain SET, GET or DEL; NULL with no
- * error set if it is not one (``value_lf``: whether a SET value may hold an LF, as the regex
- * of a lone line allows; a row of a frame never has one). */
+/* The request of ``line`` (``n`` bytes, no LF: lines are cut at it) if it is a plain SET,
+ * GET or DEL; NULL with no error set if it is not one. */
 static PyObject *
-plain_request(const char *line, Py_ssize_t n, int value_lf)
+plain_request(const char *line, Py_ssize_t n)
 {
     const unsigned char *s = (const unsigned char *)line;
     if (n < 4 || s[3] != ' ')
@@ -98,7 +97,7 @@ plain_request(const char *line, Py_ssize_t n, int value_lf)
     if (length > max_value)
         return NULL;
     for (Py_ssize_t k = at; k < n; k++) {
-        if (s[k] >= 0x80 || s[k] == '\r' || (s[k] == '\n' && !value_lf))
+        if (s[k] >= 0x80 || s[k] == '\r')
             return NULL;
     }
     spans[4] = at;
@@ -133,7 +132,7 @@ decode_lines(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (lf == NULL)
             break;
         Py_ssize_t n = lf - (buf + pos);
-        PyObject *request = plain_request(buf + pos, n, 1);
+        PyObject *request = plain_request(buf + pos, n);
         if (request == NULL) {
             if (PyErr_Occurred())
                 goto error;
@@ -184,7 +183,7 @@ plain_rows(PyObject *module, PyObject *body)
         if (lf == NULL)
             break; /* a last row without its LF is no row of a frame */
         Py_ssize_t n = lf - (buf + pos);
-        PyObject *row = plain_request(buf + pos, n, 0);
+        PyObject *row = plain_request(buf + pos, n);
         if (row == NULL || Py_TYPE(row) != (PyTypeObject *)SetType) {
             Py_XDECREF(row);
             Py_DECREF(out);

@@ -1314,10 +1314,9 @@ run_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 if (done == FAILED)
                     goto error;
                 if (done == FALLBACK) {
-                    reply = line_fallback(&l, fallback, request);
+                    reply = line_fallback(&l, fallback, request); /* execute answers OK */
                     if (reply == NULL)
                         goto error;
-                    Py_SETREF(reply, new_ref(line_ok)); /* the twin answers the run OK */
                 }
                 int rc = PyList_Append(replies, reply);
                 Py_DECREF(reply);
