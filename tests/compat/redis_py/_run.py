@@ -1,9 +1,12 @@
 """Run redis-py's own tests (from its sdist) against a server, in a subprocess; read outcomes.
 
 The suite runs with its own ``tests/conftest.py`` and options: ``--redis-url`` names the
-server, ``--protocol`` 2 or 3 the RESP version its clients speak. Outcomes come from the JUnit
-XML pytest writes (``passed``, ``failed``, ``skipped``), one per node id; a test that is asked
-for but absent from the report (a typo, a test renamed upstream) is ``missing``.
+server, ``--protocol`` 2 or 3 the RESP version its clients speak. Its asyncio tests need
+pytest-asyncio, which minidb's own tests must not load: the suite runs in a virtualenv that sees
+the installed packages (pytest, pytest-timeout, packaging) and adds only pytest-asyncio.
+Outcomes come from the JUnit XML pytest writes (``passed``, ``failed``, ``skipped``), one per
+node id; a test that is asked for but absent from the report (a typo, a test renamed upstream)
+is ``missing``.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.compat._sdist import fetch_sdist
+from tests.compat._sdist import cache_dir, fetch_sdist
 
 REDIS_PY_VERSION = "8.1.0"
 """The installed redis-py (``pip show redis``): its sdist's tests match its code."""
 PER_TEST_TIMEOUT_S = 30
 """redis-py's own pytest-timeout setting; a hung test fails instead of hanging the run."""
 HERE = Path(__file__).parent
+PYTEST_ASYNCIO = "pytest-asyncio>=0.24"
+"""What redis-py's dev_requirements.txt asks for its asyncio tests."""
+VENV_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,19 @@ def redis_py_tree() -> Path:
     return fetch_sdist("redis", REDIS_PY_VERSION)
 
 
+def suite_python() -> Path:
+    """The interpreter of the suite's virtualenv (made once, with pytest-asyncio added)."""
+    venv = cache_dir() / "venvs" / "redis-py"
+    python = venv / "bin" / "python"
+    if not (venv / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+                       check=True, timeout=VENV_TIMEOUT_S)
+        subprocess.run([str(python), "-m", "pip", "install", "--quiet", PYTEST_ASYNCIO],
+                       check=True, timeout=VENV_TIMEOUT_S)
+        (venv / ".complete").touch()
+    return python
+
+
 def run_suite(
     port: int,
     protocol: int,
@@ -60,7 +79,7 @@ def run_suite(
         args_file = Path(scratch) / "targets.txt"
         args_file.write_text("\n".join(targets) + "\n")
         command = [
-            sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
+            str(suite_python()), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-p", "no:randomly", "-q", "-W", "ignore", f"--junitxml={report}",
             f"--timeout={PER_TEST_TIMEOUT_S}",
             f"--redis-url=redis://127.0.0.1:{port}/0", f"--protocol={protocol}",

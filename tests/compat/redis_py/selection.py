@@ -7,7 +7,8 @@ a throwaway ``redis-server`` on RESP2 and on RESP3, logging the commands each te
 - it passed on ``redis-server`` with that protocol,
 - every command it sent is one of this issue's (``ALLOWED_GROUPS`` by Redis's own command
   groups, less ``EXCLUDED``, plus ``SERVER_COMMANDS``), and
-- it falls in a group (``group_of``): the container tests of ``test_commands.py`` by name
+- it falls in a group (``group_of``): the container tests of ``test_commands.py`` (and of
+  ``test_asyncio/test_commands.py``, the same through the asyncio client) by name
   (hashes ``test_h*``, lists ``test_l*``/``test_r*push*``/``test_*pop*``, sets ``test_s*``,
   sorted sets ``test_z*``/``test_bz*``) when they send a command of that type, other
   ``test_commands.py`` tests that send a container command as ``keys`` (generic key commands
@@ -33,8 +34,8 @@ from tests.compat._servers import redis_server
 from tests.compat.redis_py._run import run_suite
 
 CANDIDATE_FILES = (
-    "tests/test_commands.py", "tests/test_pubsub.py", "tests/test_scripting.py",
-    "tests/test_lock.py",
+    "tests/test_commands.py", "tests/test_asyncio/test_commands.py", "tests/test_pubsub.py",
+    "tests/test_scripting.py", "tests/test_lock.py",
 )  # fmt: skip
 WHOLE_FILE_GROUPS = {
     "tests/test_pubsub.py": "pubsub", "tests/test_scripting.py": "scripting",
