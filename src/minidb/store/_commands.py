@@ -26,8 +26,19 @@ snapshot, so ``SET k v PX 10`` then ``PTTL k`` in one EXEC answers exactly 10.
 
 from __future__ import annotations
 
-from minidb.store import _hashes, _keys, _lists, _pubsub, _sets, _streams, _strings, _zsets
-from minidb.store import scripting
+import logging
+
+from minidb.store import (
+    _hashes,
+    _keys,
+    _lists,
+    _pubsub,
+    _sets,
+    _streams,
+    _strings,
+    _zsets,
+    scripting,
+)
 from minidb.store._args import Command, Session
 from minidb.store._blocking import WouldBlock
 from minidb.store._journal import OpJournal
@@ -43,6 +54,11 @@ COMMANDS: dict[bytes, Command] = {
     )
 }  # fmt: skip
 """Lower-case name -> command."""
+
+INTERNAL_ERROR = "ERR internal error in '{name}': nothing of it was applied (see the server log)"
+"""The reply to a command whose handler raised: a bug, logged with its traceback."""
+
+logger = logging.getLogger("minidb.store")
 
 MAX_QUOTED_CHARS = 128
 """How much of an unknown command and its arguments its error quotes (Redis's ``%.128s``)."""
@@ -87,10 +103,31 @@ def _run(
         assert refused is not None
         return refused
     try:
-        return cmd.handler(ks, session, argv, journal, now_ms)
+        return _handle(cmd, ks, session, argv, journal, now_ms)
     except CommandError as exc:
         # Handlers check before they change anything, so an error leaves no partial change.
         return exc.reply
+
+
+def _handle(
+    cmd: Command, ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal,
+    now_ms: int,
+) -> Result:
+    """``cmd``'s handler, contained: it raises only ``CommandError`` (a reply)."""
+    mark = journal.mark()
+    try:
+        return cmd.handler(ks, session, argv, journal, now_ms)
+    except CommandError:
+        raise
+    except Exception:
+        # A bug in a handler (whatever a client sent) must cost that one command, not the
+        # owner: an exception escaping here would end the owner task, and with it the store
+        # for every client. What the command changed before it raised is taken back (its
+        # undo entries and its ops, nothing earlier in the group), so the log and the
+        # keyspace agree and nothing half-done is acknowledged.
+        ks.rollback_to(journal, mark)
+        logger.exception("command_failed command=%r", cmd.name)
+        return ErrorReply(INTERNAL_ERROR.format(name=cmd.name))
 
 
 _GET_NAMES = frozenset({b"GET", b"get"})
@@ -143,7 +180,7 @@ def execute_blocking(
         result = refused
     else:
         try:
-            result = cmd.handler(ks, session, argv, journal, now_ms)
+            result = _handle(cmd, ks, session, argv, journal, now_ms)
         except WouldBlock as exc:
             result = exc
         except CommandError as exc:

@@ -179,6 +179,20 @@ class OpJournal:
             yield from group
         yield from self._open
 
+    def mark(self) -> tuple[int, int, int]:
+        """Where the journal stands now, for ``Keyspace.rollback_to``: its undo entries, its
+        closed groups and the ops of its open group, counted."""
+        return len(self.undo), len(self.records), len(self._open)
+
+    def truncate(self, records_mark: int, ops_mark: int) -> None:
+        """Forget the ops noted since ``records`` had ``records_mark`` groups and the open
+        group ``ops_mark`` ops. Groups closed since then are undone too: the ops they took
+        from the open group before the mark become the open group again."""
+        since = [op for group in self.records[records_mark:] for op in group]
+        since.extend(self._open)
+        del self.records[records_mark:]
+        self._open = since[:ops_mark]
+
     def clear(self) -> None:
         self.records = []
         self.undo = []

@@ -94,6 +94,7 @@ from minidb.store._journal import (
     ListUndo,
     OpJournal,
     PutsUndo,
+    UndoEntry,
 )
 from minidb.store._results import WrongTypeError
 from minidb.store._scanindex import ScanIndex
@@ -732,7 +733,19 @@ class Keyspace:
 
     def rollback(self, journal: OpJournal) -> None:
         """Take back every change noted in ``journal``, newest first, then clear it."""
-        for entry in reversed(journal.undo):
+        self._undo(journal.undo)
+        journal.clear()
+
+    def rollback_to(self, journal: OpJournal, mark: tuple[int, int, int]) -> None:
+        """Take back the changes noted in ``journal`` since ``journal.mark()`` was ``mark``
+        (one command's, when it failed half way) and forget them; what came before stays."""
+        undo_mark, records_mark, ops_mark = mark
+        self._undo(journal.undo[undo_mark:])
+        del journal.undo[undo_mark:]
+        journal.truncate(records_mark, ops_mark)
+
+    def _undo(self, entries: list[UndoEntry]) -> None:
+        for entry in reversed(entries):
             if isinstance(entry, PutsUndo):
                 writes, start = entry.writes, entry.start
                 for at in range(len(entry.olds) - 1, -1, -1):
@@ -750,7 +763,6 @@ class Keyspace:
                 self._delete(entry.bucket, entry.key)
             else:
                 self._store(entry.bucket, entry.key, entry.value, entry.expire_at_ms)
-        journal.clear()
 
     # -- expiry ------------------------------------------------------------------------------
 
