@@ -3,15 +3,24 @@
 What is served: ID, GETNAME/SETNAME (Redis's name rules: bytes ``!``..``~`` only, empty
 clears), SETINFO LIB-NAME/LIB-VER, INFO and LIST (Redis's line format), NO-EVICT and
 NO-TOUCH (accepted: minidb never evicts and keeps no access times), GETREDIR/TRACKINGINFO
-(tracking is always off), TRACKING OFF and REPLY ON (the only modes there are), HELP, and
-UNBLOCK (ends another connection's BLPOP and the like: ``store._blocking``). Not served, with
-an error that says so: TRACKING ON (no invalidation messages), REPLY OFF/SKIP. KILL, PAUSE and
-UNPAUSE act on other connections and are not in the table, so they get Redis's ``unknown
-subcommand`` error.
+(tracking is always off), TRACKING OFF and REPLY ON (the only modes there are), HELP,
+UNBLOCK (ends another connection's BLPOP and the like: ``store._blocking``) and KILL (below).
+Not served, with an error that says so: TRACKING ON (no invalidation messages), REPLY
+OFF/SKIP. PAUSE and UNPAUSE are not in the table, so they get Redis's ``unknown subcommand``
+error.
+
+KILL is Redis 7's ``clientKillCommand``: the old form ``KILL <ip:port>`` (``+OK`` or ``No such
+client``; it may kill the caller itself) and the filters ``ID``, ``ADDR``, ``LADDR``, ``USER``,
+``TYPE``, ``SKIPME`` and ``MAXAGE`` (7.4), which answer how many were killed. The parsing and
+matching are pure (``parse_kill``, ``kill_matches``); closing is the connection's, through the
+session's ``close_connection`` hook: the target runs nothing more, its wait (BLPOP...) and its
+subscriptions end at once, and it closes once the replies it was already owed are written.
+Killing the caller is Redis's ``CLIENT_CLOSE_AFTER_REPLY``: its own reply is still sent.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from minidb.server.resp._commands_meta import help_lines
@@ -89,6 +98,8 @@ def client_command(session: RespSession, argv: list[bytes], env: SessionEnv) -> 
         return -1
     if sub == b"unblock":
         return _unblock(argv, env)
+    if sub == b"kill":
+        return _kill(session, argv, env)
     if sub == b"trackinginfo":
         return {b"flags": [b"off"], b"redirect": -1, b"prefixes": []}
     container = session.config.commands.top(b"client")
@@ -118,6 +129,107 @@ def _unblock(argv: list[bytes], env: SessionEnv) -> Result:
         return 0
     side: Any = target.owner_side  # the connection's OwnerSide (server.resp._executor)
     return int(side.unblock(UNBLOCKED_ERROR if error else side.waiter.timed_out))
+
+
+KILL_USER = b"default"
+"""The one user there is (``AUTH default``): ``KILL USER default`` matches every client."""
+
+
+@dataclass(frozen=True, slots=True)
+class KillFilter:
+    """What ``CLIENT KILL`` matches: every field that is set must match (Redis's AND)."""
+
+    addr: bytes | None = None
+    laddr: bytes | None = None
+    kind: bytes | None = None
+    """``normal``, ``pubsub``, ``master`` or ``replica`` (``slave`` is read as ``replica``)."""
+    client_id: int | None = None
+    max_age: int | None = None
+    """Only clients connected at least this many seconds."""
+    skip_me: bool = True
+    old_form: bool = False
+    """``CLIENT KILL <ip:port>``: answers ``+OK`` or ``No such client``, and may kill the
+    caller."""
+
+
+def parse_kill(argv: list[bytes]) -> KillFilter | ErrorReply:
+    """``CLIENT KILL``'s arguments (``argv[2:]``) as Redis 7.4's ``clientKillCommand`` reads
+    them, with its errors: an option without a value, or an unknown one, is a syntax error."""
+    if len(argv) == 3:
+        return KillFilter(addr=argv[2], skip_me=False, old_form=True)
+    if len(argv) < 3:
+        return SYNTAX
+    fields: dict[str, Any] = {}
+    for i in range(2, len(argv), 2):
+        if i + 1 >= len(argv):
+            return SYNTAX
+        option, value = argv[i].lower(), argv[i + 1]
+        if option == b"id":
+            wanted = parse_integer(value)
+            if wanted is None or wanted < 1:
+                return ErrorReply("ERR client-id should be greater than 0")
+            fields["client_id"] = wanted
+        elif option == b"maxage":
+            age = parse_integer(value)
+            if age is None:
+                return ErrorReply("ERR maxage is not an integer or out of range")
+            if age <= 0:
+                return ErrorReply("ERR maxage should be greater than 0")
+            fields["max_age"] = age
+        elif option == b"type":
+            kind = value.lower()
+            if kind not in _CLIENT_TYPES:
+                return one_line(b"ERR Unknown client type '" + value + b"'")
+            fields["kind"] = b"replica" if kind == b"slave" else kind
+        elif option in (b"addr", b"laddr"):
+            fields[option.decode()] = value
+        elif option == b"user":
+            if value != KILL_USER:
+                return one_line(b"ERR No such user '" + value + b"'")
+        elif option == b"skipme" and value.lower() in (b"yes", b"no"):
+            fields["skip_me"] = value.lower() == b"yes"
+        else:
+            return SYNTAX
+    return KillFilter(**fields)
+
+
+def client_kind(session: RespSession) -> bytes:
+    """Redis's ``getClientType`` as a name: a subscriber is ``pubsub``; there are no
+    replicas or masters among RESP sessions."""
+    return b"pubsub" if session.pubsub.subscribed(session.subscriber) else b"normal"
+
+
+def kill_matches(wanted: KillFilter, target: RespSession, killer: RespSession, now: float) -> bool:
+    """Whether ``CLIENT KILL`` with ``wanted``, sent by ``killer`` at ``now``, kills
+    ``target`` (a client already killed is gone: it matches nothing)."""
+    if target.closing:
+        return False
+    if wanted.addr is not None and target.addr.encode() != wanted.addr:
+        return False
+    if wanted.laddr is not None and target.laddr.encode() != wanted.laddr:
+        return False
+    if wanted.kind is not None and client_kind(target) != wanted.kind:
+        return False
+    if wanted.client_id is not None and target.id != wanted.client_id:
+        return False
+    if target is killer and wanted.skip_me:
+        return False
+    return wanted.max_age is None or int(now - target.created_at) >= wanted.max_age
+
+
+def _kill(session: RespSession, argv: list[bytes], env: SessionEnv) -> Result:
+    wanted = parse_kill(argv)
+    if isinstance(wanted, ErrorReply):
+        return wanted
+    now = env.unix_time()
+    killed = [s for s in env.sessions() if kill_matches(wanted, s, session, now)]
+    for target in killed:
+        target.closing = True  # runs nothing more, from its next command on
+        if target.close_connection is not None:
+            target.close_connection()
+    if wanted.old_form:
+        return OK if killed else ErrorReply("ERR No such client")
+    return len(killed)
 
 
 def _setinfo(session: RespSession, attr: bytes, value: bytes) -> Result:

@@ -290,6 +290,7 @@ class RespConnection(Connection):
         session.pubsub = hub.owner.pubsub
         session.subscriber = self
         self.requests_decoder = RespRequests(session, self.side, context)
+        session.close_connection = self.kill
         super().__init__(hub, loop, self.requests_decoder)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -411,6 +412,28 @@ class RespConnection(Connection):
         if self.side.unblock(None):
             self._write_answered()
         super().begin_drain()
+
+    def kill(self) -> None:
+        """CLIENT KILL (its session is ``closing`` already): nothing more is read or run, its
+        wait (BLPOP...) and subscriptions end now, as Redis's ``freeClient`` ends them; it
+        closes once the replies it was owed are written. The drain starts on the next loop
+        pass: the killer may be this very connection, in the middle of a take, whose own
+        reply must still go out (Redis's ``CLIENT_CLOSE_AFTER_REPLY``)."""
+        try:
+            self.requests_decoder.closing = True
+            self.session.forget_subscriptions()
+            if self.side.unblock(None):
+                self._write_answered()
+            self._loop.call_soon(self._drain_killed)
+        except Exception as exc:
+            self._fail("kill", exc)
+
+    def _drain_killed(self) -> None:
+        try:
+            if not self._draining and not self._closed:
+                self.begin_drain()
+        except Exception as exc:
+            self._fail("kill", exc)
 
     def eof_received(self) -> bool:
         # A blocked client that stops sending is gone, as Redis sees it: end the wait now

@@ -177,6 +177,8 @@ class RespSession:
         self.last_command = "NULL"
         self.owner_side: object = None
         """The connection's state on the data owner's side, passed on in each ``Forward``."""
+        self.close_connection: Callable[[], None] | None = None
+        """The connection's: close it once the replies it is owed are written (CLIENT KILL)."""
         self.pubsub = config.pubsub
         self.subscriber: Receiver = _Inbox()
         """Who this session's subscriptions deliver to (its connection, once it has one)."""
