@@ -1012,17 +1012,22 @@ line_puttable(LineRun *l, PyObject *found, PyObject *key)
     return PyBytes_CheckExact(old);
 }
 
-/* found[key] = value, its old value (or None) a new reference in *old; the count kept. */
+/* found[key] = value, its old value (or None) a new reference in *old (NULL if it failed);
+ * the count kept. */
 static int
 line_store(LineRun *l, PyObject *found, PyObject *key, PyObject *value, PyObject **old)
 {
-    *old = PyDict_GetItemWithError(found, key);
-    if (*old == NULL && PyErr_Occurred())
+    PyObject *was = PyDict_GetItemWithError(found, key);
+    *old = NULL;
+    if (was == NULL && PyErr_Occurred())
         return -1;
-    if (*old == NULL)
-        l->run.keys_delta++;
-    *old = new_ref(*old ? *old : Py_None);
-    return PyDict_SetItem(found, key, value);
+    *old = new_ref(was ? was : Py_None);
+    if (PyDict_SetItem(found, key, value) < 0) {
+        Py_CLEAR(*old);
+        return -1;
+    }
+    l->run.keys_delta += was == NULL;
+    return 0;
 }
 
 /* records.append(ops): a group of one op (stolen). */
@@ -1061,8 +1066,10 @@ line_set(LineRun *l, PyObject *request, PyObject **reply)
     r->bucket = f[0];
     int rc = note_undo(r, f[1], old == Py_None ? NULL : old);
     Py_DECREF(old);
+    if (rc < 0)
+        return FAILED;
     PyObject *items[4] = {new_ref(f[0]), new_ref(f[1]), new_ref(f[2]), new_ref(Py_None)};
-    if (rc < 0 || note_group_of(r, named(PutOp, 4, items)) < 0)
+    if (note_group_of(r, named(PutOp, 4, items)) < 0)
         return FAILED;
     l->counts[C_SETS]++;
     *reply = new_ref(line_ok);
@@ -1079,14 +1086,11 @@ line_del(LineRun *l, PyObject *request, PyObject **reply)
         return kind;
     if (!PyBytes_CheckExact(old) || r->watched || l->any_index || PyDict_GET_SIZE(found) < 2)
         return FALLBACK;
-    Py_INCREF(old);
     r->bucket = f[0];
-    int rc = note_undo(r, f[1], old);
-    Py_DECREF(old);
-    PyObject *items[2] = {new_ref(f[0]), new_ref(f[1])};
-    if (rc < 0 || note_group_of(r, named(RemoveOp, 2, items)) < 0)
+    if (note_undo(r, f[1], old) < 0) /* it holds the old value from here on */
         return FAILED;
-    if (PyDict_DelItem(found, f[1]) < 0)
+    PyObject *items[2] = {new_ref(f[0]), new_ref(f[1])};
+    if (note_group_of(r, named(RemoveOp, 2, items)) < 0 || PyDict_DelItem(found, f[1]) < 0)
         return FAILED;
     r->keys_delta--;
     l->counts[C_DELS]++;
