@@ -125,6 +125,31 @@ def test_kill_by_id_closes_that_client_only(server: ServerProcess, clients: list
     assert f"id={victim_id} ".encode() not in admin.call("CLIENT", "LIST")
 
 
+def test_a_killed_client_gets_the_whole_replies_it_was_owed(
+    server: ServerProcess, clients: list[Raw]
+) -> None:
+    """A client killed while megabytes of replies to what it sent wait for it to read: what
+    it reads is whole replies, in order, up to the close (never a reply cut short)."""
+    admin, victim = (_connect(server, clients) for _ in range(2))
+    value = "v" * 100_000
+    assert admin.call("SET", "big", value) == b"+OK\r\n"
+    victim_id = _id(victim)
+    victim.send(*(["GET", "big"] for _ in range(100)))  # 10 MB of replies, not read yet
+    deadline = time.monotonic() + WAIT_S
+    while b"cmd=get" not in admin.call("CLIENT", "LIST", "ID", victim_id):
+        assert time.monotonic() < deadline, "the server never ran the GETs"
+        time.sleep(0.01)
+    assert admin.call("CLIENT", "KILL", "ID", victim_id) == b":1\r\n"
+    reply = f"${len(value)}\r\n{value}\r\n".encode()
+    got = 0
+    while not victim.closed():
+        while len(victim.buffer) >= len(reply):
+            assert victim.buffer.startswith(reply)
+            victim.buffer = victim.buffer[len(reply) :]
+            got += 1
+    assert victim.buffer == b"" and got >= 1
+
+
 def test_kill_by_addr_and_the_old_form(server: ServerProcess, clients: list[Raw]) -> None:
     admin, first, second = (_connect(server, clients) for _ in range(3))
     assert admin.call("CLIENT", "KILL", "ADDR", _field(first, "addr")) == b":1\r\n"
