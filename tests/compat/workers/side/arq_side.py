@@ -31,6 +31,9 @@ COMMAND_RETRIES = 30
 RETRY_BACKOFF_CAP_S = 1.0
 RETRY_BACKOFF_BASE_S = 0.05
 KEEP_RESULT_S = 3600
+JOB_TIMEOUT_S = 5
+"""A job's time limit. arq keeps a job's in-progress key for this + 10 s: a job whose worker
+died while taking it is skipped until then, so a short limit lets the test see it rerun."""
 
 
 def settings(port: int) -> RedisSettings:
@@ -50,6 +53,7 @@ class WorkerSettings:
     functions = [record]
     redis_settings = settings(int(os.environ.get("MINIDB_COMPAT_PORT", "6379")))
     keep_result = KEEP_RESULT_S
+    job_timeout = JOB_TIMEOUT_S
     max_jobs = 10
 
 
