@@ -96,7 +96,8 @@ def _pop(
     ks: Keyspace, s: Session, key: bytes, found: ListValue, left: bool, n: int, j: OpJournal
 ) -> list[Result]:
     """Take ``n`` (1 to the length) elements off one end, in the order taken; journaled."""
-    taken: list[Result] = list(islice(found if left else reversed(found), n))
+    items = found.items
+    taken: list[Result] = list(islice(items if left else reversed(items), n))
     ks.change_list(s.bucket, key, found, ListPop(s.bucket, key, left, n), j)
     return taken
 
@@ -181,12 +182,15 @@ def lrange(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
     found = _get(ks, s, argv[1], j, now_ms)
     if found is None:
         return []
-    first, count = _range(len(found), start, end)
-    if first > len(found) // 2:  # a deque walks from the nearer end
-        tail = len(found) - first - count
-        taken: list[Result] = list(islice(reversed(found), tail, tail + count))
+    items = found.items
+    first, count = _range(len(items), start, end)
+    if type(items) is list:  # a listpack: a slice
+        return items[first : first + count]  # type: ignore[return-value]
+    if first > len(items) // 2:  # a deque walks from the nearer end
+        tail = len(items) - first - count
+        taken: list[Result] = list(islice(reversed(items), tail, tail + count))
         return taken[::-1]
-    return list(islice(found, first, first + count))
+    return list(islice(items, first, first + count))
 
 
 @command("lindex", 3, "readonly")
@@ -197,7 +201,7 @@ def lindex(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
     index = int_arg(argv[2])
     if index < 0:
         index += len(found)
-    return found[index] if 0 <= index < len(found) else None
+    return found.items[index] if 0 <= index < len(found.items) else None
 
 
 @command("lset", 4, "write")
@@ -291,8 +295,8 @@ def lpos(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
     found = _get(ks, s, argv[1], j, now_ms)
     if found is None:
         return None if count == -1 else []
-    element, size = argv[2], len(found)
-    items = reversed(found) if rank < 0 else iter(found)
+    element, size = argv[2], len(found.items)
+    items = reversed(found.items) if rank < 0 else iter(found.items)
     if maxlen:
         items = islice(items, maxlen)
     skip, matches = abs(rank) - 1, list[Result]()
@@ -318,9 +322,9 @@ def _move(
     if source is None:
         return None
     target = _get(ks, s, target_key, j, now_ms)
-    element = source[0] if left else source[-1]
+    element = source.items[0] if left else source.items[-1]
     if source_key == target_key:
-        if len(source) == 1:
+        if len(source.items) == 1:
             return element  # a rotation of one element changes nothing
         _pop(ks, s, source_key, source, left, 1, j)
         push(ks, s, target_key, source, to, (element,), j)

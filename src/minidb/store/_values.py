@@ -1,10 +1,11 @@
 """The values a key holds: a string (``bytes``) or a container (a hash, a set, a list, a
 sorted set), and what Redis says of each (``TYPE``, ``OBJECT ENCODING``).
 
-A container is a plain ``dict`` (hash: field -> value), ``set`` (members) or ``deque`` (list:
-elements, head first) subclass with three slots (a list has a fourth, below), so every dict,
-set and deque operation runs at C speed and the C accelerators, which take anything that is
-not exactly ``bytes`` for "not mine", leave them to Python:
+A hash, set or sorted set is a plain ``dict`` (hash: field -> value) or ``set`` (members)
+subclass with three slots, so every dict and set operation runs at C speed and the C
+accelerators, which take anything that is not exactly ``bytes`` for "not mine", leave them to
+Python; a list is a small slotted object holding its elements (``ListValue``, below) with the
+same three attributes:
 
 - ``epoch``: the keyspace's copy-on-write mark (``Keyspace``, "Snapshots of containers"):
   a container whose epoch is below the keyspace's mark may be read by a snapshot being written
@@ -22,10 +23,12 @@ not exactly ``bytes`` for "not mine", leave them to Python:
 
 A list follows Redis 7.2's ``t_list.c``: a ``listpack`` while its listpack would stay within
 ``list-max-listpack-size`` (-2: 8 KiB), a ``quicklist`` past it, and back to a listpack when
-a shrinking change leaves it at half that. Its fourth slot, ``lpbytes``, is the size its
+a shrinking change leaves it at half that. Its fourth attribute, ``lpbytes``, is the size its
 elements would take in one listpack (kept by every change, whatever the encoding), which is
 what Redis weighs. Redis converts back only when its quicklist is down to a single node; minidb
-has no nodes and treats every quicklist of at most 4 KiB of elements as one. A list changes
+has no nodes and treats every quicklist of at most 4 KiB of elements as one. The encoding is
+also the representation: a listpack list keeps a plain ``list`` (a 5-element one costs ~170
+bytes where a deque's first block alone is ~790), a quicklist a ``deque``. A list changes
 only through ``list_apply`` of a log op (``ListPush``, ``ListPop``, ...), which commands and
 replay share, so both convert alike, and every push passes there.
 
@@ -48,7 +51,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from operator import eq
+from typing import Any, cast
 
 from sortedcontainers import SortedList
 
@@ -120,14 +124,55 @@ class SetValue(set[bytes]):
     scan: ScanIndex | None
 
 
-class ListValue(deque[bytes]):
-    """A list: elements, head (left) first."""
+class ListValue:
+    """A list: elements, head (left) first, in ``items``: a plain ``list`` while the encoding
+    is ``listpack`` (at most 8 KiB of elements, so an insert or pop at the head moves few
+    pointers, and a short list costs a few words where a deque allocates a 64-slot block), a
+    ``deque`` as a ``quicklist`` (O(1) at both ends, however long). The representation *is*
+    the encoding: setting ``encoding`` converts ``items`` (so ``list_apply``'s conversions and
+    undo's restoring of the encoding both move the elements with it). The sequence methods
+    below serve generic readers (a snapshot, SCAN of elements); this module and ``_lists``
+    work on ``items`` directly."""
 
-    __slots__ = ("encoding", "epoch", "lpbytes", "scan")
-    encoding: str
+    __slots__ = ("epoch", "items", "lpbytes", "scan")
+    items: list[bytes] | deque[bytes]
     epoch: int
     lpbytes: int
     scan: ScanIndex | None
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by its elements
+
+    def __init__(self, elements: Iterable[bytes] = ()) -> None:
+        self.items = list(elements)
+        self.epoch, self.lpbytes, self.scan = 0, _LISTPACK_EMPTY, None
+
+    @property
+    def encoding(self) -> str:
+        return LISTPACK if type(self.items) is list else QUICKLIST
+
+    @encoding.setter
+    def encoding(self, encoding: str) -> None:
+        if encoding != self.encoding:
+            self.items = list(self.items) if encoding == LISTPACK else deque(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.items)
+
+    def __reversed__(self) -> Iterator[bytes]:
+        return reversed(self.items)
+
+    def __getitem__(self, index: int) -> bytes:
+        return self.items[index]
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not ListValue:
+            return NotImplemented
+        return len(self.items) == len(other.items) and all(map(eq, self.items, other.items))
+
+    def __repr__(self) -> str:
+        return f"ListValue({list(self.items)!r}, encoding={self.encoding!r})"
 
 
 class ZSetValue(dict[bytes, float]):
@@ -356,13 +401,13 @@ def listpack_entry_bytes(element: bytes) -> int:
 def new_list(epoch: int) -> ListValue:
     """An empty list, as Redis creates one (a listpack)."""
     lst = ListValue()
-    lst.encoding, lst.epoch, lst.lpbytes, lst.scan = LISTPACK, epoch, _LISTPACK_EMPTY, None
+    lst.epoch = epoch
     return lst
 
 
 def _list_grow(lst: ListValue, elements: Sequence[bytes]) -> None:
     # ``listTypeTryConvertListpack``: the listpack's bytes plus the new arguments' lengths.
-    if lst.encoding is LISTPACK and (
+    if type(lst.items) is list and (
         lst.lpbytes + sum(map(len, elements)) > LIST_MAX_LISTPACK_BYTES
     ):
         lst.encoding = QUICKLIST
@@ -370,8 +415,35 @@ def _list_grow(lst: ListValue, elements: Sequence[bytes]) -> None:
 
 def _list_shrunk(lst: ListValue) -> None:
     # ``listTypeTryConvertQuicklist`` with ``shrinking``: half the limit.
-    if lst.encoding is QUICKLIST and lst.lpbytes <= LIST_MAX_LISTPACK_BYTES // 2:
+    if type(lst.items) is not list and lst.lpbytes <= LIST_MAX_LISTPACK_BYTES // 2:
         lst.encoding = LISTPACK
+
+
+def _put_back(items: list[bytes] | deque[bytes], left: bool, elements: Sequence[bytes]) -> None:
+    """Put ``elements`` (head first) at one end of ``items``."""
+    if not left:
+        items.extend(elements)
+    elif type(items) is list:
+        items[0:0] = elements
+    else:
+        cast(deque[bytes], items).extendleft(reversed(elements))
+
+
+def _take(items: list[bytes] | deque[bytes], left: bool, n: int) -> list[bytes]:
+    """Take ``n`` elements off one end of ``items``, in the order taken."""
+    if not n:
+        return []
+    if type(items) is list:
+        if left:
+            taken = items[:n]
+            del items[:n]
+        else:
+            taken = items[-n:]
+            del items[-n:]
+            taken.reverse()
+        return taken
+    take = cast(deque[bytes], items).popleft if left else items.pop
+    return [take() for _ in range(n)]
 
 
 ListUndoData = tuple[str, Any, Any]
@@ -386,31 +458,29 @@ def list_apply(lst: ListValue, op: ListOp) -> ListUndoData:
     lst.scan = None
     if type(op) is ListPush:
         _list_grow(lst, op.elements)
-        if op.left:
-            lst.extendleft(op.elements)
-        else:
-            lst.extend(op.elements)
+        # LPUSH a b c pushes one at a time: c ends at the head.
+        _put_back(lst.items, op.left, op.elements[::-1] if op.left else op.elements)
         lst.lpbytes += sum(map(size, op.elements))
         return ("push", op.left, len(op.elements))
     if type(op) is ListPop:
-        if not 0 < op.n <= len(lst):
-            raise ValueError(f"cannot pop {op.n} of a list of {len(lst)}")
-        take = lst.popleft if op.left else lst.pop
-        popped = [take() for _ in range(op.n)]
+        if not 0 < op.n <= len(lst.items):
+            raise ValueError(f"cannot pop {op.n} of a list of {len(lst.items)}")
+        popped = _take(lst.items, op.left, op.n)
         lst.lpbytes -= sum(map(size, popped))
         _list_shrunk(lst)
         return ("pop", op.left, popped)
     if type(op) is ListSet or type(op) is ListInsert:
         at = op.position
-        if not 0 <= at < len(lst) + (type(op) is ListInsert):
-            raise ValueError(f"position {at} is out of a list of {len(lst)}")
+        if not 0 <= at < len(lst.items) + (type(op) is ListInsert):
+            raise ValueError(f"position {at} is out of a list of {len(lst.items)}")
         _list_grow(lst, (op.element,))
         lst.lpbytes += size(op.element)
+        items = lst.items
         if type(op) is ListInsert:
-            lst.insert(at, op.element)
+            items.insert(at, op.element)
             return ("insert", at, None)
-        old = lst[at]
-        lst[at] = op.element
+        old = items[at]
+        items[at] = op.element
         lst.lpbytes -= size(old)
         _list_shrunk(lst)  # lsetCommand: a big element replaced by a small one
         return ("set", at, old)
@@ -419,8 +489,9 @@ def list_apply(lst: ListValue, op: ListOp) -> ListUndoData:
         if len(positions) != abs(op.n):
             raise ValueError(f"{abs(op.n)} occurrences of {op.element!r} are not in the list")
         positions.sort()
+        items = lst.items
         for at in reversed(positions):
-            del lst[at]
+            del items[at]
         lst.lpbytes -= size(op.element) * len(positions)
         _list_shrunk(lst)
         return ("remove", positions, op.element)
@@ -431,16 +502,17 @@ def list_find(lst: ListValue, element: bytes, n: int) -> list[int]:
     """The positions of up to ``n`` occurrences of ``element``: the first ones from the head
     (``n`` > 0), the last ones from the tail (< 0), all (0); in the order found."""
     found: list[int] = []
-    limit = abs(n) or len(lst)
+    items = lst.items
+    limit = abs(n) or len(items)
     if n >= 0:
-        for at, item in enumerate(lst):
+        for at, item in enumerate(items):
             if item == element:
                 found.append(at)
                 if len(found) == limit:
                     break
     else:
-        last = len(lst) - 1
-        for back, item in enumerate(reversed(lst)):
+        last = len(items) - 1
+        for back, item in enumerate(reversed(items)):
             if item == element:
                 found.append(last - back)
                 if len(found) == limit:
@@ -450,33 +522,29 @@ def list_find(lst: ListValue, element: bytes, n: int) -> list[int]:
 
 def list_revert(lst: ListValue, undo: ListUndoData) -> None:
     """Take back the ``list_apply`` that returned ``undo`` (the caller restores the
-    encoding and ``lpbytes``)."""
+    encoding, which converts ``items`` back if the apply converted them, and ``lpbytes``)."""
     what, where, elements = undo
+    items = lst.items
     if what == "push":
-        take = lst.popleft if where else lst.pop
-        for _ in range(elements):
-            take()
+        _take(items, where, elements)
     elif what == "pop":
-        if where:
-            lst.extendleft(reversed(elements))
-        else:
-            lst.extend(reversed(elements))
+        _put_back(items, where, elements if where else elements[::-1])
     elif what == "set":
-        lst[where] = elements
+        items[where] = elements
     elif what == "insert":
-        del lst[where]
+        del items[where]
     else:
         for at in where:
-            lst.insert(at, elements)
+            items.insert(at, elements)
     lst.scan = None
 
 
 def list_from(elements: Iterable[bytes], epoch: int) -> ListValue:
     """A list of ``elements`` (head first) with the encoding its contents call for (Redis's
     RDB load converts a listpack that would exceed the limit)."""
-    lst = new_list(epoch)
-    lst.extend(elements)
-    lst.lpbytes += sum(map(listpack_entry_bytes, lst))
+    lst = ListValue(elements)
+    lst.epoch = epoch
+    lst.lpbytes += sum(map(listpack_entry_bytes, lst.items))
     if lst.lpbytes > LIST_MAX_LISTPACK_BYTES:
         lst.encoding = QUICKLIST
     return lst
@@ -491,8 +559,9 @@ def _list_remove(lst: Any, elements: Sequence[bytes]) -> None:
 
 
 def _list_copy(lst: Any, epoch: int) -> ListValue:
-    copy = ListValue(lst)
-    copy.encoding, copy.epoch, copy.lpbytes, copy.scan = lst.encoding, epoch, lst.lpbytes, None
+    copy = ListValue()
+    copy.items = lst.items.copy()
+    copy.epoch, copy.lpbytes = epoch, lst.lpbytes
     return copy
 
 
