@@ -39,11 +39,14 @@ is what replay (``Keyspace.apply_ops``) and the commands share. A stream is one 
 kept when emptied, as Redis keeps an empty stream).
 
 A sorted set is a ``dict`` of member -> score (a ``float``, never NaN) with a fourth slot,
-``order``: a ``sortedcontainers.SortedList`` of (score, member), Redis's order, for O(log n)
-rank and range. It follows Redis 7.2's ``t_zset.c``: a ``listpack`` while it has at most
-``zset-max-listpack-entries`` (128) members of at most ``zset-max-listpack-value`` (64) bytes,
-a ``skiplist`` past either, one way only (a ``*STORE`` result and a snapshot's load get the
-encoding their contents call for).
+``ranked``: Redis's order (by score, ties by member bytes), which ``order`` shows as a
+``SortedList`` of (score, member). It follows Redis 7.2's ``t_zset.c``: a ``listpack`` while
+it has at most ``zset-max-listpack-entries`` (128) members of at most
+``zset-max-listpack-value`` (64) bytes, a ``skiplist`` past either, one way only (a ``*STORE``
+result and a snapshot's load get the encoding their contents call for). A listpack one keeps
+``ranked`` as a plain list of its members (``_zorder``: 8 bytes a member, where a
+``SortedList`` costs ~300 bytes and a tuple a member); a skiplist one as a
+``sortedcontainers.SortedList`` of (score, member), for O(log n) rank and range.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from minidb.store._streamvalue import (
     stream_elements,
     stream_from,
 )
+from minidb.store._zorder import MemberOrder, sorted_members
 from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
@@ -177,13 +181,21 @@ class ListValue:
 
 class ZSetValue(dict[bytes, float]):
     """A sorted set: member -> score, plus ``order``, every (score, member) sorted as Redis
-    orders them (by score, ties by member bytes): O(log n) rank and range."""
+    orders them (by score, ties by member bytes): O(log n) rank and range for a skiplist."""
 
-    __slots__ = ("encoding", "epoch", "order", "scan")
+    __slots__ = ("encoding", "epoch", "ranked", "scan")
     encoding: str
     epoch: int
-    order: SortedList
+    ranked: list[bytes] | SortedList
+    """The members in rank order while a listpack, else a ``SortedList`` of (score, member)
+    (a listpack set back from an undone conversion may keep its ``SortedList``)."""
     scan: ScanIndex | None
+
+    @property
+    def order(self) -> MemberOrder | SortedList:
+        """Every (score, member) in rank order, with ``SortedList``'s API either way."""
+        ranked = self.ranked
+        return MemberOrder(ranked, self) if type(ranked) is list else ranked
 
 
 Container = HashValue | SetValue | ListValue | ZSetValue
@@ -574,8 +586,15 @@ def new_zset(size_hint: int, longest: int, epoch: int) -> ZSetValue:
     z = ZSetValue()
     small = size_hint <= ZSET_MAX_LISTPACK_ENTRIES and longest <= ZSET_MAX_LISTPACK_VALUE
     z.encoding = LISTPACK if small else SKIPLIST
-    z.epoch, z.order, z.scan = epoch, SortedList(), None
+    z.epoch, z.ranked, z.scan = epoch, [] if small else SortedList(), None
     return z
+
+
+def _zset_to_skiplist(z: ZSetValue) -> None:
+    """Redis's ``zsetConvert`` to a skiplist: ``ranked`` becomes a ``SortedList``."""
+    z.encoding = SKIPLIST
+    if type(z.ranked) is list:
+        z.ranked = SortedList((z[member], member) for member in z.ranked)
 
 
 def zset_put(z: ZSetValue, member: bytes, score: float | None) -> float | None:
@@ -604,14 +623,14 @@ def zset_add(
     """Set each member's score, in order; (member, score before or None) of each, for the
     undo. Converts as Redis's ``zsetTypeMaybeConvert`` and ``zsetAdd`` do."""
     if z.encoding is LISTPACK and len(pairs) > ZSET_MAX_LISTPACK_ENTRIES:
-        z.encoding = SKIPLIST
+        _zset_to_skiplist(z)
     olds = []
     for member, score in pairs:
         olds.append((member, zset_put(z, member, score)))
         if z.encoding is LISTPACK and (
             len(z) > ZSET_MAX_LISTPACK_ENTRIES or len(member) > ZSET_MAX_LISTPACK_VALUE
         ):
-            z.encoding = SKIPLIST
+            _zset_to_skiplist(z)
     return olds
 
 
@@ -650,11 +669,15 @@ def zset_from(pairs: Iterable[tuple[bytes, float]], epoch: int) -> ZSetValue:
     ``zsetConvertToListpackIfNeeded`` of a ``*STORE`` result)."""
     z = new_zset(0, 0, epoch)
     for member, score in pairs:
-        zset_put(z, member, score)
+        if z.get(member) != score:  # an equal score (0 and -0 too) changes nothing (zset_put)
+            z[member] = score
     if len(z) > ZSET_MAX_LISTPACK_ENTRIES or any(
         len(m) > ZSET_MAX_LISTPACK_VALUE for m in z
     ):
         z.encoding = SKIPLIST
+        z.ranked = SortedList((score, member) for member, score in z.items())
+    else:
+        z.ranked = sorted_members(z)
     return z
 
 
@@ -669,7 +692,8 @@ def _zset_add(z: Any, elements: Sequence[bytes]) -> None:
 def _zset_copy(z: Any, epoch: int) -> ZSetValue:
     copy = ZSetValue(z)
     copy.encoding, copy.epoch, copy.scan = z.encoding, epoch, None
-    copy.order = SortedList(z.order)
+    ranked = z.ranked
+    copy.ranked = ranked.copy() if type(ranked) is list else SortedList(ranked)
     return copy
 
 

@@ -48,6 +48,7 @@ from minidb.store._values import (
     zset_from,
     zset_remove,
 )
+from minidb.store._zorder import MemberOrder
 from minidb.wal._ops import KIND_ZSET, AddElements, RemoveElements, encode_score
 
 
@@ -255,7 +256,9 @@ def _lte_max(member: bytes, high: _Lex) -> bool:
     return high[0] == 1 or (member < high[1] if high[2] else member <= high[1])
 
 
-def _lex_bisect(order: SortedList, score: float, low: _Lex, high: _Lex) -> tuple[int, int]:
+def _lex_bisect(
+    order: MemberOrder | SortedList, score: float, low: _Lex, high: _Lex
+) -> tuple[int, int]:
     """``_lex_span`` of a sorted set whose members all have ``score``: O(log n)."""
     if low[0] == -1:
         start = 0
