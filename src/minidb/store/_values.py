@@ -55,7 +55,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import eq
-from typing import Any, cast
+from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -435,17 +435,17 @@ def _put_back(items: list[bytes] | deque[bytes], left: bool, elements: Sequence[
     """Put ``elements`` (head first) at one end of ``items``."""
     if not left:
         items.extend(elements)
-    elif type(items) is list:
+    elif isinstance(items, list):
         items[0:0] = elements
     else:
-        cast(deque[bytes], items).extendleft(reversed(elements))
+        items.extendleft(reversed(elements))
 
 
 def _take(items: list[bytes] | deque[bytes], left: bool, n: int) -> list[bytes]:
     """Take ``n`` elements off one end of ``items``, in the order taken."""
     if not n:
         return []
-    if type(items) is list:
+    if isinstance(items, list):
         if left:
             taken = items[:n]
             del items[:n]
@@ -454,7 +454,7 @@ def _take(items: list[bytes] | deque[bytes], left: bool, n: int) -> list[bytes]:
             del items[-n:]
             taken.reverse()
         return taken
-    take = cast(deque[bytes], items).popleft if left else items.pop
+    take = items.popleft if left else items.pop
     return [take() for _ in range(n)]
 
 
