@@ -75,7 +75,10 @@ class Peer:
     def accelerators(self) -> list[str]:
         """minidb's C extension modules mapped into the process now (under valgrind too)."""
         maps = Path(f"/proc/{self.proc.pid}/maps").read_text().splitlines()
-        return sorted({module for line in maps if (module := _minidb_extension(line.split()[-1]))})
+        # A file rebuilt in the tree while the server runs stays mapped, shown as
+        # "<path> (deleted)": it is still loaded (the build before the rebuild).
+        paths = (line.removesuffix(" (deleted)").split()[-1] for line in maps)
+        return sorted({module for path in paths if (module := _minidb_extension(path))})
 
 
 def _minidb_extension(path: str) -> str | None:
