@@ -5,12 +5,19 @@
 * ``MINIDB_COMPAT_REPORT``: a file the plugin writes one JSON line to per test, with its final
   outcome (``passed``, ``failed``, ``skipped``; an attempt that ``pytest-rerunfailures`` retried
   is not final) and, for a failure, the last lines of its traceback.
+
+With a report to write, the run also ends as soon as pytest is done (``os._exit`` with its exit
+status), skipping the interpreter's exit handlers: a test that fails before it stops the worker
+processes it started (RQ's ``WorkerPool`` tests) leaves non-daemon children that
+``multiprocessing`` would join forever at exit, a hang after every outcome is known. The
+harness kills the process group, those children with it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,7 @@ class _Recorder:
     def __init__(self, path: str) -> None:
         self.outcomes: dict[str, dict[str, Any]] = {}
         self.path = path
+        self.exitstatus = 1
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -56,7 +64,8 @@ class _Recorder:
         elif report.skipped and entry["outcome"] == "passed":
             entry["outcome"] = "skipped"
 
-    def pytest_sessionfinish(self) -> None:
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        self.exitstatus = int(exitstatus)
         with open(self.path, "w") as out:
             for nodeid, entry in self.outcomes.items():
                 out.write(json.dumps({"nodeid": nodeid, **entry}) + "\n")
@@ -66,3 +75,12 @@ def pytest_configure(config: pytest.Config) -> None:
     path = os.environ.get("MINIDB_COMPAT_REPORT")
     if path:
         config.pluginmanager.register(_Recorder(path), "minidb_compat_recorder")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    recorder = config.pluginmanager.get_plugin("minidb_compat_recorder")
+    if isinstance(recorder, _Recorder):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(recorder.exitstatus)
