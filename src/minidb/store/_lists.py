@@ -345,14 +345,19 @@ def rpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms:
     return _move(ks, s, argv, j, now_ms, False, True)
 
 
-def _lmpop_args(argv: list[bytes]) -> tuple[list[bytes], bool, int]:
-    """LMPOP's ``numkeys key... LEFT|RIGHT [COUNT n]`` (from ``argv[1]``): keys, side,
-    count, checked in Redis's order."""
+def mpop_args(
+    argv: list[bytes], sides: tuple[bytes, bytes] = (b"left", b"right")
+) -> tuple[list[bytes], bool, int]:
+    """LMPOP's ``numkeys key... LEFT|RIGHT [COUNT n]`` (from ``argv[1]``), checked in Redis's
+    order: keys, whether the side is the first of ``sides``, count. ZMPOP's is the same with
+    ``MIN|MAX``."""
     numkeys = _long(argv[1], 1, "ERR numkeys should be greater than 0")
     where_at = 1 + numkeys + 1
     if where_at >= len(argv):
         raise CommandError(SYNTAX_ERROR)
-    left = _side(argv[where_at])
+    where = argv[where_at].lower()
+    if where not in sides:
+        raise CommandError(SYNTAX_ERROR)
     count = -1
     at = where_at + 1
     while at < len(argv):
@@ -361,7 +366,7 @@ def _lmpop_args(argv: list[bytes]) -> tuple[list[bytes], bool, int]:
             at += 2
         else:
             raise CommandError(SYNTAX_ERROR)
-    return argv[2:where_at], left, max(count, 1)
+    return argv[2:where_at], where == sides[0], max(count, 1)
 
 
 def _lmpop_from(
@@ -378,7 +383,7 @@ def _lmpop_from(
 def lmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     """Redis's ``lmpopGenericCommand``: the first non-empty list of the keys, popped from one
     side, as [key, elements]; a null array if every key is missing."""
-    keys, left, count = _lmpop_args(argv)
+    keys, left, count = mpop_args(argv)
     return _lmpop_from(ks, s, j, now_ms, keys, left, count)
 
 
@@ -428,7 +433,7 @@ def brpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms
 def blmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     """Redis's ``blmpopCommand``: LMPOP's arguments (after the timeout), checked before the
     timeout, then LMPOP or block."""
-    keys, left, count = _lmpop_args(argv[1:])
+    keys, left, count = mpop_args(argv[1:])
     timeout = parse_timeout(argv[1], now_ms)
     result = _lmpop_from(ks, s, j, now_ms, keys, left, count)
     if result is NULL_ARRAY:

@@ -30,8 +30,8 @@ from minidb.store._elementscan import (
 from minidb.store._glob import compile_glob
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
-from minidb.store._lists import _long as long_in_range
 from minidb.store._lists import _range as list_range
+from minidb.store._lists import mpop_args
 from minidb.store._results import (
     NOT_A_FLOAT,
     SYNTAX_ERROR,
@@ -695,25 +695,11 @@ def zmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
     """Redis's ``zmpopGenericCommand``: the first sorted set of the keys that exists (one of
     another type is WRONGTYPE), popped from its MIN or MAX end, as [key, [[member, score],
     ...]] in both protocols; a null array if every key is missing."""
-    numkeys = long_in_range(argv[1], 1, "ERR numkeys should be greater than 0")
-    where_at = 2 + numkeys
-    if where_at >= len(argv):
-        raise CommandError(SYNTAX_ERROR)
-    where = argv[where_at].lower()
-    if where not in (b"min", b"max"):
-        raise CommandError(SYNTAX_ERROR)
-    count = -1
-    at = where_at + 1
-    while at < len(argv):
-        if count == -1 and argv[at].lower() == b"count" and at + 1 < len(argv):
-            count = long_in_range(argv[at + 1], 1, "ERR count should be greater than 0")
-            at += 2
-        else:
-            raise CommandError(SYNTAX_ERROR)
-    for key in argv[2:where_at]:
+    keys, lowest, count = mpop_args(argv, (b"min", b"max"))
+    for key in keys:
         found = get_zset(ks, s, key, j, now_ms)
         if found is not None:
-            items = _pop_items(ks, s, key, found, max(count, 1), where == b"max", j)
+            items = _pop_items(ks, s, key, found, count, not lowest, j)
             return [key, [[member, _reply_score(s, score)] for score, member in items]]
     return NULL_ARRAY
 
