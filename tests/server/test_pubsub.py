@@ -7,9 +7,7 @@ real ``redis-server`` where one is installed. Every socket and subprocess wait h
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -27,6 +25,7 @@ from tests.server.conftest import (
     non_reader,
     rss_peak_bytes,
 )
+from tests.server.test_containers_vs_redis import RedisServer
 
 redis = pytest.importorskip("redis", reason="redis-py is not installed (pip install redis)")
 
@@ -483,29 +482,6 @@ def test_subscriber_is_not_closed_as_idle(serve: ServeFactory) -> None:
 
 
 # -- against redis-server -----------------------------------------------------------------------
-
-
-class RedisServer:
-    """A real ``redis-server`` on a Unix socket (skipped when not installed)."""
-
-    def __init__(self, directory: Path) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.skip("redis-server is not installed")
-        self.path = str(directory / "redis.sock")
-        self.proc = subprocess.Popen(
-            [binary, "--port", "0", "--unixsocket", self.path, "--save", "",
-             "--appendonly", "no", "--dir", str(directory)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        deadline = time.monotonic() + IO_TIMEOUT_S
-        while not Path(self.path).exists():
-            assert self.proc.poll() is None and time.monotonic() < deadline, "no redis-server"
-            time.sleep(0.02)
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=IO_TIMEOUT_S)
 
 
 SCRIPT: list[tuple[str, int, list[bytes]]] = [
