@@ -274,7 +274,7 @@ def _pairs(value: Any) -> Any:
 def _same(argv: list[bytes], ours: bytes, theirs: bytes) -> bool:
     if ours == theirs:
         return True
-    if argv[0].startswith(b"Z") and b"\r\n," in b"\r\n" + theirs:  # RESP3 doubles by value
+    if argv[0].startswith((b"Z", b"BZ")) and b"\r\n," in b"\r\n" + theirs:  # RESP3 doubles by value
         return bool(RespReplyDecoder().feed(ours) == RespReplyDecoder().feed(theirs))
     if argv[0] not in UNORDERED:
         return False

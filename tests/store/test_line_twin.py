@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from minidb.protocol import Bulk, Delete, Get, Request, RequestDecoder, Set
 from minidb.protocol import _line as codec
 from minidb.store import Keyspace, OpJournal, StoreState, _plainrun
-from minidb.store._values import hash_from
+from minidb.store._hashvalue import hash_from
 from minidb.wal import encode_groups
 
 NOW_MS = 1_700_000_000_000

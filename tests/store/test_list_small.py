@@ -11,12 +11,10 @@ import sys
 import tracemalloc
 from collections import deque
 
+from minidb.store._encodings import LIST_MAX_LISTPACK_BYTES, LISTPACK, QUICKLIST
 from minidb.store._results import ErrorReply
 from minidb.store._values import (
     LIST,
-    LIST_MAX_LISTPACK_BYTES,
-    LISTPACK,
-    QUICKLIST,
     ListValue,
     list_apply,
     list_from,

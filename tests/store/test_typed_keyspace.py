@@ -8,22 +8,13 @@ import pytest
 from minidb.protocol import SCAN_START, Delete, Get, Scan, Set, Ttl
 from minidb.store._args import Session
 from minidb.store._commands import execute
+from minidb.store._encodings import HASHTABLE, INTSET, LISTPACK
+from minidb.store._hashvalue import HashValue, hash_prepare, hash_set, new_hash
 from minidb.store._journal import FieldsUndo, MembersUndo, OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._results import OK, WRONGTYPE, ErrorReply, Simple, WrongTypeError
 from minidb.store._state import StoreState
-from minidb.store._values import (
-    HASHTABLE,
-    INTSET,
-    LISTPACK,
-    HashValue,
-    SetValue,
-    hash_prepare,
-    hash_set,
-    new_hash,
-    new_set,
-    set_add,
-)
+from minidb.store._values import SetValue, new_set, set_add
 from minidb.wal import (
     KIND_HASH,
     KIND_SET,

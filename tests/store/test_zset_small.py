@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sortedcontainers import SortedList
 
-from minidb.store._values import (
-    LISTPACK,
-    SKIPLIST,
-    ZSET,
-    ZSET_MAX_LISTPACK_ENTRIES,
+from minidb.store._encodings import LISTPACK, SKIPLIST, ZSET_MAX_LISTPACK_ENTRIES
+from minidb.store._values import ZSET
+from minidb.store._zorder import MemberOrder
+from minidb.store._zsets import _TOP
+from minidb.store._zsetvalue import (
     ZSetValue,
     new_zset,
     zset_add,
@@ -25,8 +25,6 @@ from minidb.store._values import (
     zset_remove,
     zset_revert,
 )
-from minidb.store._zorder import MemberOrder
-from minidb.store._zsets import _TOP
 
 MEMBERS = st.sampled_from([b"", b"a", b"ab", b"b", b"ba", b"c", b"\x00", b"\xff", b"zz"])
 SCORES = st.sampled_from([-math.inf, -1.5, -0.0, 0.0, 1.0, 1.5, 2.0, math.inf])

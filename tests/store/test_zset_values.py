@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from minidb.store._encodings import LISTPACK, SKIPLIST
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._results import WRONGTYPE, ErrorReply, Simple
 from minidb.store._state import StoreState
-from minidb.store._values import LISTPACK, SKIPLIST, ZSetValue, zset_from
 from minidb.store._zsets import remove_members, set_scores
+from minidb.store._zsetvalue import ZSetValue, zset_from
 from minidb.wal import KIND_ZSET, AddElements, PutContainer, decode_ops, encode_groups
 from minidb.wal._ops import Remove, RemoveElements, encode_score
 from tests.store.test_hashes import NOW, Client

@@ -81,6 +81,16 @@ def test_zsets_zadd_errors_in_redis_order() -> None:
     assert c("ZADD", "z", "wrong") == E("ERR wrong number of arguments for 'zadd' command")
 
 
+def test_zsets_pop_of_zero_checks_the_type_first() -> None:
+    """Redis 7's ``genericZpopCommand`` looks the key up before it answers a count of 0."""
+    c = Client()
+    c("SET", "s", "v")
+    assert c("ZPOPMIN", "s", "0") == WRONG and c("ZPOPMAX", "s", "0") == WRONG
+    assert c("ZPOPMIN", "missing", "0") == [] and c("ZPOPMIN", "s", "-1") == E(
+        "ERR value is out of range, must be positive"
+    )
+
+
 def test_zsets_reads() -> None:
     c = Client()
     c("ZADD", "z", "1", "a", "2", "b", "2", "c", "-inf", "m", "inf", "n")

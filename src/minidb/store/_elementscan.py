@@ -18,11 +18,13 @@ from __future__ import annotations
 import random
 
 from minidb.store._args import int_arg
+from minidb.store._encodings import HASHTABLE
 from minidb.store._glob import compile_glob
+from minidb.store._hashvalue import HashValue
 from minidb.store._numbers import parse_uint
 from minidb.store._results import INVALID_CURSOR, SYNTAX_ERROR, CommandError, Result
 from minidb.store._scanindex import ScanIndex
-from minidb.store._values import HASHTABLE, Container, HashValue
+from minidb.store._values import Container
 
 DEFAULT_SCAN_COUNT = 10
 """Elements a step of a large container's scan returns when no COUNT is given (Redis's)."""

@@ -24,6 +24,7 @@ from minidb.store._elementscan import (
     scan_elements,
     scan_options,
 )
+from minidb.store._hashvalue import HashValue, hash_delete, hash_prepare, hash_set, new_hash
 from minidb.store._journal import FieldsUndo, OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._numbers import (
@@ -43,7 +44,6 @@ from minidb.store._results import (
     Result,
     wrong_arity,
 )
-from minidb.store._values import HashValue, hash_delete, hash_prepare, hash_set, new_hash
 from minidb.wal._ops import KIND_HASH, AddElements, RemoveElements
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from minidb.store._values import list_revert, zset_revert
+from minidb.store._values import list_revert
+from minidb.store._zsetvalue import zset_revert
 from minidb.wal._ops import Op
 
 if TYPE_CHECKING:

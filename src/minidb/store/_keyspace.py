@@ -87,6 +87,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeVar, cast
 
 from minidb.runtime._wheel import UNFILED, TimerWheel
+from minidb.store._hashvalue import HashValue
 from minidb.store._journal import (
     ContainerUndo,
     FlushUndo,
@@ -103,14 +104,13 @@ from minidb.store._values import (
     KIND_BY_CODE,
     KIND_OF,
     Container,
-    HashValue,
     ListValue,
     SetValue,
     Value,
-    ZSetValue,
     list_apply,
     new_list,
 )
+from minidb.store._zsetvalue import ZSetValue
 from minidb.wal._ops import (
     LIST_OPS,
     AddElements,

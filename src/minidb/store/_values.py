@@ -38,15 +38,9 @@ is what replay (``Keyspace.apply_ops``) and the commands share. A stream is one 
 (``_streamvalue``: entries by id and the metadata that outlives them; it is the only kind
 kept when emptied, as Redis keeps an empty stream).
 
-A sorted set is a ``dict`` of member -> score (a ``float``, never NaN) with a fourth slot,
-``ranked``: Redis's order (by score, ties by member bytes), which ``order`` shows as a
-``SortedList`` of (score, member). It follows Redis 7.2's ``t_zset.c``: a ``listpack`` while
-it has at most ``zset-max-listpack-entries`` (128) members of at most
-``zset-max-listpack-value`` (64) bytes, a ``skiplist`` past either, one way only (a ``*STORE``
-result and a snapshot's load get the encoding their contents call for). A listpack one keeps
-``ranked`` as a plain list of its members (``_zorder``: 8 bytes a member, where a
-``SortedList`` costs ~300 bytes and a tuple a member); a skiplist one as a
-``sortedcontainers.SortedList`` of (score, member), for O(log n) rank and range.
+A hash's value and its functions are in ``_hashvalue``, a sorted set's in ``_zsetvalue``, a
+stream's in ``_streamvalue``; what each encoding is called and where it converts, in
+``_encodings``.
 """
 
 from __future__ import annotations
@@ -57,8 +51,26 @@ from dataclasses import dataclass
 from operator import eq
 from typing import Any
 
-from sortedcontainers import SortedList
-
+from minidb.store._encodings import (
+    EMBSTR_MAX_BYTES,
+    HASHTABLE,
+    INTSET,
+    LIST_MAX_LISTPACK_BYTES,
+    LISTPACK,
+    QUICKLIST,
+    SET_MAX_INTSET_ENTRIES,
+    SET_MAX_LISTPACK_ENTRIES,
+    SET_MAX_LISTPACK_VALUE,
+)
+from minidb.store._hashvalue import (
+    HashValue,
+    hash_add,
+    hash_copy,
+    hash_delete,
+    hash_elements,
+    hash_from,
+    new_hash,
+)
 from minidb.store._numbers import parse_int
 from minidb.store._scanindex import ScanIndex
 from minidb.store._streamvalue import (
@@ -69,7 +81,15 @@ from minidb.store._streamvalue import (
     stream_elements,
     stream_from,
 )
-from minidb.store._zorder import MemberOrder, sorted_members
+from minidb.store._zsetvalue import (
+    ZSetValue,
+    zset_add_elements,
+    zset_copy,
+    zset_elements,
+    zset_from_elements,
+    zset_new_for,
+    zset_remove,
+)
 from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
@@ -82,41 +102,7 @@ from minidb.wal._ops import (
     ListPush,
     ListRemove,
     ListSet,
-    decode_score,
-    encode_score,
 )
-
-# Redis 7.2's defaults (redis.conf); minidb's are fixed.
-HASH_MAX_LISTPACK_ENTRIES = 128
-"""Fields a hash holds before it converts to a hashtable (``hash-max-listpack-entries``)."""
-HASH_MAX_LISTPACK_VALUE = 64
-"""Longest field or value, in bytes, a listpack hash holds (``hash-max-listpack-value``)."""
-SET_MAX_INTSET_ENTRIES = 512
-"""Members an all-integer set holds as an intset (``set-max-intset-entries``)."""
-SET_MAX_LISTPACK_ENTRIES = 128
-"""Members a set holds as a listpack (``set-max-listpack-entries``)."""
-SET_MAX_LISTPACK_VALUE = 64
-"""Longest member, in bytes, a listpack set holds (``set-max-listpack-value``)."""
-LIST_MAX_LISTPACK_BYTES = 8192
-"""The listpack a list keeps before it converts to a quicklist (``list-max-listpack-size`` -2)."""
-ZSET_MAX_LISTPACK_ENTRIES = 128
-"""Members a sorted set holds as a listpack (``zset-max-listpack-entries``)."""
-ZSET_MAX_LISTPACK_VALUE = 64
-"""Longest member, in bytes, a listpack sorted set holds (``zset-max-listpack-value``)."""
-EMBSTR_MAX_BYTES = 44
-"""Longest string Redis stores ``embstr`` (``OBJ_ENCODING_EMBSTR_SIZE_LIMIT``)."""
-
-LISTPACK, HASHTABLE, INTSET, QUICKLIST = "listpack", "hashtable", "intset", "quicklist"
-SKIPLIST = "skiplist"
-
-
-class HashValue(dict[bytes, bytes]):
-    """A hash: field -> value, in insertion order (which is a listpack's order in Redis)."""
-
-    __slots__ = ("encoding", "epoch", "scan")
-    encoding: str
-    epoch: int
-    scan: ScanIndex | None
 
 
 class SetValue(set[bytes]):
@@ -179,25 +165,6 @@ class ListValue:
         return f"ListValue({list(self.items)!r}, encoding={self.encoding!r})"
 
 
-class ZSetValue(dict[bytes, float]):
-    """A sorted set: member -> score, plus ``order``, every (score, member) sorted as Redis
-    orders them (by score, ties by member bytes): O(log n) rank and range for a skiplist."""
-
-    __slots__ = ("encoding", "epoch", "ranked", "scan")
-    encoding: str
-    epoch: int
-    ranked: list[bytes] | SortedList
-    """The members in rank order while a listpack, else a ``SortedList`` of (score, member)
-    (a listpack set back from an undone conversion may keep its ``SortedList``)."""
-    scan: ScanIndex | None
-
-    @property
-    def order(self) -> MemberOrder | SortedList:
-        """Every (score, member) in rank order, with ``SortedList``'s API either way."""
-        ranked = self.ranked
-        return MemberOrder(ranked, self) if type(ranked) is list else ranked
-
-
 Container = HashValue | SetValue | ListValue | ZSetValue
 """A container of elements (``bytes``); a stream, whose elements are entries, is apart."""
 Value = bytes | HashValue | SetValue | ListValue | ZSetValue | StreamValue
@@ -208,81 +175,6 @@ def is_int(member: bytes) -> bool:
     """Whether Redis would store ``member`` as an integer (``string2ll``: canonical decimal,
     within a signed 64-bit integer)."""
     return len(member) <= 20 and parse_int(member) is not None
-
-
-# -- hashes ----------------------------------------------------------------------------------
-
-
-def new_hash(epoch: int) -> HashValue:
-    """An empty hash, as Redis creates one (a listpack)."""
-    h = HashValue()
-    h.encoding, h.epoch, h.scan = LISTPACK, epoch, None
-    return h
-
-
-def hash_prepare(h: HashValue, pairs: Sequence[bytes]) -> None:
-    """Redis's ``hashTypeTryConversion`` before ``pairs`` (field, value, ...) are set: too many
-    new fields, or any of them or their values too long, and a listpack hash converts."""
-    if h.encoding is LISTPACK and (
-        len(pairs) // 2 > HASH_MAX_LISTPACK_ENTRIES
-        or any(len(x) > HASH_MAX_LISTPACK_VALUE for x in pairs)
-    ):
-        h.encoding = HASHTABLE
-
-
-def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | None]]:
-    """Set each field of ``pairs`` (field, value, ...) to its value; the (field, previous value
-    or None) of each, in order, for the undo. Converts as the hash grows (``hashTypeSet``)."""
-    olds = []
-    get = h.get
-    size = len(h)
-    for at in range(0, len(pairs), 2):
-        field = pairs[at]
-        olds.append((field, get(field)))
-        h[field] = pairs[at + 1]
-    if len(h) != size:
-        h.scan = None
-        if h.encoding is LISTPACK and len(h) > HASH_MAX_LISTPACK_ENTRIES:
-            h.encoding = HASHTABLE
-    return olds
-
-
-def hash_delete(h: HashValue, fields: Iterable[bytes]) -> list[tuple[bytes, bytes | None]]:
-    """Delete the fields present; (field, value) of each deleted, in order."""
-    olds: list[tuple[bytes, bytes | None]] = []
-    pop = h.pop
-    for field in fields:
-        value = pop(field, None)
-        if value is not None:
-            olds.append((field, value))
-    if olds:
-        h.scan = None
-    return olds
-
-
-def hash_elements(h: HashValue) -> Iterator[bytes]:
-    for field, value in h.items():
-        yield field
-        yield value
-
-
-def hash_from(elements: Sequence[bytes], epoch: int) -> HashValue:
-    """A hash of ``elements`` (field, value, ...) with the encoding its contents call for."""
-    h = new_hash(epoch)
-    hash_prepare(h, elements)
-    hash_set(h, elements)
-    return h
-
-
-def _hash_add(h: Any, elements: Sequence[bytes]) -> None:
-    hash_prepare(h, elements)
-    hash_set(h, elements)
-
-
-def _hash_copy(h: Any, epoch: int) -> HashValue:
-    copy = HashValue(h)
-    copy.encoding, copy.epoch, copy.scan = h.encoding, epoch, None
-    return copy
 
 
 # -- sets ------------------------------------------------------------------------------------
@@ -577,126 +469,6 @@ def _list_copy(lst: Any, epoch: int) -> ListValue:
     return copy
 
 
-# -- sorted sets -----------------------------------------------------------------------------
-
-
-def new_zset(size_hint: int, longest: int, epoch: int) -> ZSetValue:
-    """An empty sorted set as Redis's ``zsetTypeCreate`` makes it for ``size_hint`` members of
-    at most ``longest`` bytes: a listpack if they would fit one, else a skiplist."""
-    z = ZSetValue()
-    small = size_hint <= ZSET_MAX_LISTPACK_ENTRIES and longest <= ZSET_MAX_LISTPACK_VALUE
-    z.encoding = LISTPACK if small else SKIPLIST
-    z.epoch, z.ranked, z.scan = epoch, [] if small else SortedList(), None
-    return z
-
-
-def _zset_to_skiplist(z: ZSetValue) -> None:
-    """Redis's ``zsetConvert`` to a skiplist: ``ranked`` becomes a ``SortedList``."""
-    z.encoding = SKIPLIST
-    if type(z.ranked) is list:
-        z.ranked = SortedList((z[member], member) for member in z.ranked)
-
-
-def zset_put(z: ZSetValue, member: bytes, score: float | None) -> float | None:
-    """Set ``member``'s score (None: remove it), keeping ``order``; its score before (None:
-    absent). Encodings are the caller's (``zset_add``)."""
-    old = z.get(member)
-    if old is not None:
-        if score is not None and old == score:
-            return old  # zsetAdd: an equal score (0 and -0 too) changes nothing
-        z.order.remove((old, member))
-    if score is None:
-        if old is not None:
-            del z[member]
-            z.scan = None
-    else:
-        z[member] = score
-        z.order.add((score, member))
-        if old is None:
-            z.scan = None
-    return old
-
-
-def zset_add(
-    z: ZSetValue, pairs: Sequence[tuple[bytes, float]]
-) -> list[tuple[bytes, float | None]]:
-    """Set each member's score, in order; (member, score before or None) of each, for the
-    undo. Converts as Redis's ``zsetTypeMaybeConvert`` and ``zsetAdd`` do."""
-    if z.encoding is LISTPACK and len(pairs) > ZSET_MAX_LISTPACK_ENTRIES:
-        _zset_to_skiplist(z)
-    olds = []
-    for member, score in pairs:
-        olds.append((member, zset_put(z, member, score)))
-        if z.encoding is LISTPACK and (
-            len(z) > ZSET_MAX_LISTPACK_ENTRIES or len(member) > ZSET_MAX_LISTPACK_VALUE
-        ):
-            _zset_to_skiplist(z)
-    return olds
-
-
-def zset_remove(z: ZSetValue, members: Iterable[bytes]) -> list[tuple[bytes, float | None]]:
-    """Remove the members present; (member, score) of each removed, in order."""
-    olds: list[tuple[bytes, float | None]] = []
-    for member in members:
-        if member in z:
-            olds.append((member, zset_put(z, member, None)))
-    return olds
-
-
-def zset_revert(z: ZSetValue, olds: list[tuple[bytes, float | None]]) -> None:
-    """Take back a ``zset_add`` or ``zset_remove`` that returned ``olds`` (the caller restores
-    the encoding)."""
-    for member, old in reversed(olds):
-        zset_put(z, member, old)
-    z.scan = None
-
-
-def zset_elements(z: ZSetValue) -> Iterator[bytes]:
-    """The log's elements, member then score, in rank order."""
-    for score, member in z.order:
-        yield member
-        yield encode_score(score)
-
-
-def _pairs(elements: Sequence[bytes]) -> list[tuple[bytes, float]]:
-    return [
-        (elements[at], decode_score(elements[at + 1])) for at in range(0, len(elements), 2)
-    ]
-
-
-def zset_from(pairs: Iterable[tuple[bytes, float]], epoch: int) -> ZSetValue:
-    """A sorted set of ``pairs`` with the encoding its contents call for (Redis's RDB load, and
-    ``zsetConvertToListpackIfNeeded`` of a ``*STORE`` result)."""
-    z = new_zset(0, 0, epoch)
-    for member, score in pairs:
-        if z.get(member) != score:  # an equal score (0 and -0 too) changes nothing (zset_put)
-            z[member] = score
-    if len(z) > ZSET_MAX_LISTPACK_ENTRIES or any(
-        len(m) > ZSET_MAX_LISTPACK_VALUE for m in z
-    ):
-        z.encoding = SKIPLIST
-        z.ranked = SortedList((score, member) for member, score in z.items())
-    else:
-        z.ranked = sorted_members(z)
-    return z
-
-
-def _zset_new(elements: Sequence[bytes], epoch: int) -> ZSetValue:
-    return new_zset(len(elements) // 2, max(map(len, elements[::2]), default=0), epoch)
-
-
-def _zset_add(z: Any, elements: Sequence[bytes]) -> None:
-    zset_add(z, _pairs(elements))
-
-
-def _zset_copy(z: Any, epoch: int) -> ZSetValue:
-    copy = ZSetValue(z)
-    copy.encoding, copy.epoch, copy.scan = z.encoding, epoch, None
-    ranked = z.ranked
-    copy.ranked = ranked.copy() if type(ranked) is list else SortedList(ranked)
-    return copy
-
-
 # -- the kinds -------------------------------------------------------------------------------
 
 
@@ -727,7 +499,7 @@ class Kind:
 
 HASH = Kind(
     HashValue, KIND_HASH, "hash", hash_elements, lambda elements, epoch: new_hash(epoch),
-    hash_from, _hash_add, hash_delete, _hash_copy,
+    hash_from, hash_add, hash_delete, hash_copy,
 )  # fmt: skip
 SET = Kind(
     SetValue, KIND_SET, "set", iter,
@@ -739,9 +511,8 @@ LIST = Kind(
     list_from, _list_add, _list_remove, _list_copy,
 )  # fmt: skip
 ZSET = Kind(
-    ZSetValue, KIND_ZSET, "zset", zset_elements, _zset_new,
-    lambda elements, epoch: zset_from(_pairs(elements), epoch), _zset_add, zset_remove,
-    _zset_copy,
+    ZSetValue, KIND_ZSET, "zset", zset_elements, zset_new_for, zset_from_elements,
+    zset_add_elements, zset_remove, zset_copy,
 )  # fmt: skip
 STREAM = Kind(
     StreamValue, KIND_STREAM, "stream", stream_elements,

@@ -27,6 +27,7 @@ from minidb.store._elementscan import (
     scan_cursor,
     scan_options,
 )
+from minidb.store._encodings import SKIPLIST
 from minidb.store._glob import compile_glob
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
@@ -39,16 +40,9 @@ from minidb.store._results import (
     Result,
     WrongTypeError,
 )
-from minidb.store._values import (
-    SKIPLIST,
-    SetValue,
-    ZSetValue,
-    new_zset,
-    zset_add,
-    zset_from,
-    zset_remove,
-)
+from minidb.store._values import SetValue
 from minidb.store._zorder import MemberOrder
+from minidb.store._zsetvalue import ZSetValue, new_zset, zset_add, zset_from, zset_remove
 from minidb.wal._ops import KIND_ZSET, AddElements, RemoveElements, encode_score
 
 
@@ -660,10 +654,8 @@ def _pop(
     count = 1
     if counted:
         count = _positive(argv[2])
-        if count == 0:
-            return []
-    found = get_zset(ks, s, argv[1], j, now_ms)
-    if found is None:
+    found = get_zset(ks, s, argv[1], j, now_ms)  # a count of 0 still checks the type first
+    if found is None or count == 0:
         return []
     items = _pop_items(ks, s, argv[1], found, count, highest, j)
     if s.protocol == 3 and counted:
