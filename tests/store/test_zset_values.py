@@ -178,7 +178,7 @@ def test_zset_values_copy_on_write_and_a_chunked_snapshot() -> None:
     payloads = state.frozen_snapshot()
     _remove(ks, b"z", [b"a"], j)
     _set(ks, b"z", [(b"c", 3.0)], j)
-    assert dict(captured) == {b"a": 1.0, b"b": 2.0}  # type: ignore[arg-type]
+    assert dict(captured.items()) == {b"a": 1.0, b"b": 2.0}  # type: ignore[union-attr]
     assert list(captured.order) == [(1.0, b"a"), (2.0, b"b")]  # type: ignore[union-attr]
     ops = [op for payload in payloads for op in decode_ops(payload)]
     assert sum(type(op) is AddElements for op in ops) > 1  # chunked

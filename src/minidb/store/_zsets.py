@@ -1,7 +1,7 @@
 """The sorted-set commands.
 
 Each handler follows its original in Redis's ``t_zset.c``: the same order of checks, replies
-and error texts. A sorted set is a ``ZSetValue`` (``_values``); a change is journaled as its
+and error texts. A sorted set is a ``ZSetValue`` (``_zsetvalue``); a change is journaled as its
 effect: ``AddElements`` of kind 4 with each changed member's resulting score (never an
 increment), ``RemoveElements`` of the members removed (an emptied sorted set is deleted by
 it), a ``PutContainer`` of a ``*STORE`` result.
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
-
-from sortedcontainers import SortedList
+from collections.abc import Iterable, Mapping, Sequence
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
@@ -41,8 +39,14 @@ from minidb.store._results import (
     WrongTypeError,
 )
 from minidb.store._values import SetValue
-from minidb.store._zorder import MemberOrder
-from minidb.store._zsetvalue import ZSetValue, new_zset, zset_add, zset_from, zset_remove
+from minidb.store._zsetvalue import (
+    Order,
+    ZSetValue,
+    new_zset,
+    zset_add,
+    zset_from,
+    zset_remove,
+)
 from minidb.wal._ops import KIND_ZSET, AddElements, RemoveElements, encode_score
 
 
@@ -86,8 +90,9 @@ def remove_members(
     and the key deleted if that emptied it (one ``Remove`` when they are all its members, so
     the record stays small). (member, score) of each removed."""
     members = list(dict.fromkeys(members))
-    if len(members) == len(found) and all(m in found for m in members):
-        olds: list[tuple[bytes, float | None]] = [(m, found[m]) for m in members]
+    scores = found.scores()
+    if len(members) == len(scores) and all(m in scores for m in members):
+        olds: list[tuple[bytes, float | None]] = [(m, scores[m]) for m in members]
         ks.remove(bucket, key, j)
         return olds
     target = ks.for_change(bucket, key, found, lambda e: new_zset(0, 0, e), j)
@@ -250,9 +255,7 @@ def _lte_max(member: bytes, high: _Lex) -> bool:
     return high[0] == 1 or (member < high[1] if high[2] else member <= high[1])
 
 
-def _lex_bisect(
-    order: MemberOrder | SortedList, score: float, low: _Lex, high: _Lex
-) -> tuple[int, int]:
+def _lex_bisect(order: Order, score: float, low: _Lex, high: _Lex) -> tuple[int, int]:
     """``_lex_span`` of a sorted set whose members all have ``score``: O(log n)."""
     if low[0] == -1:
         start = 0
@@ -327,12 +330,13 @@ def _zadd(
     found = get_zset(ks, s, key, j, now_ms)
     if found is None and xx:
         return None if incr else 0
+    held = {} if found is None else found.scores()
     now: dict[bytes, float] = {}
     changes: list[tuple[bytes, float]] = []
     added = updated = 0
     result: float | None = None
     for score, member in zip(scores, members, strict=True):
-        current = now.get(member, found.get(member) if found is not None else None)
+        current = now.get(member, held.get(member))
         if current is not None:
             if nx:
                 continue
@@ -396,9 +400,10 @@ def zscore(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: in
 @command("zmscore", -3, "readonly", "fast")
 def zmscore(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     found = get_zset(ks, s, argv[1], j, now_ms)
+    scores = {} if found is None else found.scores()
     out: list[Result] = []
     for member in argv[2:]:
-        score = None if found is None else found.get(member)
+        score = scores.get(member)
         out.append(None if score is None else _reply_score(s, score))
     return out
 
@@ -591,7 +596,8 @@ def zrem(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int)
     found = get_zset(ks, s, argv[1], j, now_ms)
     if found is None:
         return 0
-    present = [member for member in dict.fromkeys(argv[2:]) if member in found]
+    scores = found.scores()
+    present = [member for member in dict.fromkeys(argv[2:]) if member in scores]
     if not present:
         return 0
     return len(remove_members(ks, s.bucket, argv[1], found, present, j))
@@ -777,7 +783,8 @@ def zrandmember(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_m
             members = [member for _, member in found.order.islice(reverse=True)]
         else:
             members = pick_distinct(found, count, ks.rng)
-        return _with_scores(s, [(found[m], m) for m in members], scores)
+        held = found.scores()
+        return _with_scores(s, [(held[m], m) for m in members], scores)
     found = get_zset(ks, s, argv[1], j, now_ms)
     return None if found is None else pick_distinct(found, 1, ks.rng)[0]
 
@@ -798,9 +805,10 @@ def zscan(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int
     if pattern is not None:
         matches = compile_glob(pattern)
         page = [member for member in page if matches(member)]
+    scores = found.scores()
     out: list[Result] = []
     for member in page:
-        out += (member, format_score(found[member]))
+        out += (member, format_score(scores[member]))
     return [b"%d" % next_cursor, out]
 
 
@@ -838,13 +846,13 @@ def _combine(
     if setnum > len(argv) - (at + 1):
         raise CommandError(SYNTAX_ERROR)
     keys = argv[at + 1 : at + 1 + setnum]
-    sources: list[dict[bytes, float] | None] = []
+    sources: list[Mapping[bytes, float] | None] = []
     for key in keys:
         value = ks.value(s.bucket, key, now_ms, j)
         if value is None:
             sources.append(None)
         elif type(value) is ZSetValue:
-            sources.append(value)
+            sources.append(value.scores())
         elif type(value) is SetValue:
             sources.append(dict.fromkeys(value, 1.0))
         else:
