@@ -572,3 +572,163 @@ def test_frames_match_redis_server(
         for conn in opened:
             conn.close()
         real.close()
+
+
+# -- a publisher subscribed to what it publishes -------------------------------------------------
+
+
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def _push(*items: bytes) -> bytes:
+    """A RESP3 push frame of bulk strings, written out by hand (not minidb's encoder)."""
+    return b">%d\r\n" % len(items) + b"".join(map(_bulk, items))
+
+
+PONG3 = b"+PONG\r\n"
+
+SELF_PUBLISH: dict[str, tuple[list[list[bytes]], list[list[bytes]], bytes]] = {
+    "publish": (
+        [[b"SUBSCRIBE", b"ch"]],
+        [[b"PUBLISH", b"ch", b"x"], [b"GET", b"k"], [b"PING"]],
+        b":1\r\n" + _push(b"message", b"ch", b"x") + b"_\r\n" + PONG3,
+    ),
+    "channel and pattern": (
+        [[b"SUBSCRIBE", b"ch"], [b"PSUBSCRIBE", b"c*"]],
+        [[b"PUBLISH", b"ch", b"x"], [b"PING"]],
+        b":2\r\n" + _push(b"message", b"ch", b"x") + _push(b"pmessage", b"c*", b"ch", b"x")
+        + PONG3,
+    ),
+    "spublish": (
+        [[b"SSUBSCRIBE", b"sh"]],
+        [[b"SPUBLISH", b"sh", b"w"], [b"PING"]],
+        b":1\r\n" + _push(b"smessage", b"sh", b"w") + PONG3,
+    ),
+    "multi/exec": (
+        [[b"SUBSCRIBE", b"ch"]],
+        [
+            [b"MULTI"], [b"SET", b"k", b"v"], [b"PUBLISH", b"ch", b"bar"],
+            [b"PUBLISH", b"ch", b"vaz"], [b"GET", b"k"], [b"EXEC"], [b"PING"],
+        ],
+        b"+OK\r\n" + b"+QUEUED\r\n" * 4 + b"*4\r\n+OK\r\n:1\r\n:1\r\n$1\r\nv\r\n"
+        + _push(b"message", b"ch", b"bar") + _push(b"message", b"ch", b"vaz") + PONG3,
+    ),
+    "eval": (
+        [[b"SUBSCRIBE", b"ch"]],
+        [
+            [b"EVAL", b"redis.call('ping', 'abc'); redis.call('publish', 'ch', 'bar'); "
+             b"redis.call('publish', 'ch', 'vaz'); return 'bla'", b"0"],
+            [b"PING"],
+        ],
+        _bulk(b"bla") + _push(b"message", b"ch", b"bar") + _push(b"message", b"ch", b"vaz")
+        + PONG3,
+    ),
+}  # fmt: skip
+"""Per case: a RESP3 client's subscriptions, the commands it then sends in one write, and
+what it must read back, in Redis 7.2's order (redis/redis#12326; its tests "publish to self
+inside multi" and "... inside script"): each message right after the reply of the command that
+published it, before the next command's reply."""
+
+
+def _split_pushes(data: bytes) -> tuple[bytes, list[bytes]]:
+    """``data`` without its push frames, and those frames in order, wherever they stand: Redis
+    7.0 wrote a client's own message before PUBLISH's reply, and inside EXEC's array (RESP3
+    pushes are out of band: an aggregate does not count them)."""
+    pushes: list[bytes] = []
+    rest: list[bytes] = []
+
+    def element(at: int, keep: list[bytes]) -> int:
+        """Past one element at ``at``, the push frames before it taken out."""
+        while data[at : at + 1] == b">":
+            end = whole(at, [])
+            pushes.append(data[at:end])
+            at = end
+        return at if at == len(data) else whole(at, keep)
+
+    def whole(at: int, keep: list[bytes]) -> int:
+        kind, head = data[at : at + 1], data.index(b"\r\n", at) + 2
+        keep.append(data[at:head])
+        if kind in (b"$", b"=", b"!"):
+            size = int(data[at + 1 : head - 2])
+            if size >= 0:
+                keep.append(data[head : head + size + 2])
+                head += size + 2
+        elif kind in (b"*", b"~", b">", b"%"):
+            count = int(data[at + 1 : head - 2]) * (2 if kind == b"%" else 1)
+            for _ in range(max(count, 0)):
+                head = element(head, keep)
+        return head
+
+    at = 0
+    while at < len(data):
+        at = element(at, rest)
+    return b"".join(rest), pushes
+
+
+def _self_publish(conn: Raw, case: str) -> tuple[bytes, tuple[int, ...]]:
+    """What ``conn`` reads back in ``case``, and the server's version (HELLO's)."""
+    subscriptions, commands, expected = SELF_PUBLISH[case]
+    hello = conn.call("HELLO", "3")
+    assert hello[b"proto"] == 3
+    for argv in subscriptions:
+        conn.call(*argv)
+    conn.sock.sendall(b"".join(encode_command(argv) for argv in commands))
+    out = conn.raw(len(expected))
+    assert conn.call("PING").text == "PONG"  # and nothing more came before it
+    return out, tuple(int(part) for part in hello[b"version"].split(b"."))
+
+
+@pytest.mark.parametrize("case", list(SELF_PUBLISH))
+def test_own_message_follows_its_reply_against_redis_server(
+    resp: ServerProcess, clients: list[Raw], tmp_path: Path, case: str
+) -> None:
+    """A RESP3 client publishing to itself reads each message right after the reply of the
+    command that published it (PUBLISH, SPUBLISH, EXEC, EVAL; a pattern and a channel: two
+    messages), before its next reply. redis-server gets the same bytes: the same replies and
+    the same messages in the same order; with a redis-server before 7.2 only where they stand
+    differs (7.0 wrote them before the reply, or inside EXEC's array), from 7.2 on, every
+    byte is the same."""
+    ours, _ = _self_publish(raw(resp, clients), case)
+    assert ours == SELF_PUBLISH[case][2]
+    real = RedisServer(tmp_path)
+    try:
+        theirs_conn = Raw(0, path=real.path)
+        clients.append(theirs_conn)
+        theirs, version = _self_publish(theirs_conn, case)
+        assert _split_pushes(theirs) == _split_pushes(ours)
+        if version >= (7, 2):
+            assert theirs == ours
+    finally:
+        real.close()
+
+
+def test_resp2_subscriber_cannot_publish_as_redis_server(
+    resp: ServerProcess, clients: list[Raw], tmp_path: Path
+) -> None:
+    """A RESP2 subscriber's PUBLISH is refused in subscribed mode, Redis's bytes exactly, and
+    publishes nothing (another subscriber gets no message)."""
+    commands = [[b"PUBLISH", b"ch", b"x"], [b"SPUBLISH", b"ch", b"x"], [b"PING"]]
+    refusal = b"-" + SUBSCRIBED_ERROR.encode() + b"\r\n"
+    expected = (
+        refusal.replace(b"{}", b"publish") + refusal.replace(b"{}", b"spublish")
+        + b"*2\r\n$4\r\npong\r\n$0\r\n\r\n"
+    )  # fmt: skip
+    real = RedisServer(tmp_path)
+    try:
+        assert resp.resp_port is not None
+        outputs = []
+        for conn, watcher in (
+            (raw(resp, clients), raw(resp, clients)),
+            (Raw(0, path=real.path), Raw(0, path=real.path)),
+        ):
+            clients += [conn, watcher]
+            watcher.call("SUBSCRIBE", "ch")
+            conn.call("SUBSCRIBE", "ch")
+            conn.sock.sendall(b"".join(encode_command(argv) for argv in commands))
+            outputs.append(conn.raw(len(expected)))
+            watcher.sock.sendall(encode_command([b"PING"]))
+            assert watcher.replies(1) == [[b"pong", b""]]  # no message came before it
+        assert outputs == [expected, expected]
+    finally:
+        real.close()

@@ -47,6 +47,9 @@ class Sink:
         self.calls += 1
         self.got += [(m.channel, m.data, pattern) for m, pattern in messages]
 
+    def frames(self, messages: list[tuple[Message, bytes | None]]) -> bytes:
+        return b"".join(b"[%s %s %r]" % (m.channel, m.data, pattern) for m, pattern in messages)
+
 
 # -- the registry ------------------------------------------------------------------------------
 
@@ -140,6 +143,59 @@ def test_registry_discard_drops_the_group() -> None:
     reg.discard()
     reg.release()
     assert a.got == []
+
+
+def test_registry_after_reply_takes_the_publishers_messages_so_far() -> None:
+    """``after_reply``: the publisher's messages of the group so far (others' before its own,
+    in publish order, pattern ones too), taken out of what ``release`` delivers; the other
+    receivers keep theirs."""
+    reg, me, other = PubSub(), Sink(), Sink()
+    reg.subscribe(me, b"c")
+    reg.psubscribe(me, b"c*")
+    reg.subscribe(other, b"c")
+    reg.publish(b"c", b"earlier")  # another client's, in the same group
+    reg.publish(b"x", b"nobody")
+    assert reg.fresh
+    assert reg.publish(b"c", b"mine") == 3
+    assert reg.after_reply(me) == (
+        b"[c earlier None][c earlier b'c*'][c mine None][c mine b'c*']"
+    )
+    assert not reg.fresh
+    assert reg.after_reply(me) == b""  # nothing new since
+    reg.publish(b"c", b"later")
+    assert reg.after_reply(me) == b"[c later None][c later b'c*']"
+    reg.release()
+    assert me.got == []
+    assert other.got == [(b"c", b"earlier", None), (b"c", b"mine", None), (b"c", b"later", None)]
+
+
+def test_registry_after_reply_for_a_publisher_subscribed_to_nothing() -> None:
+    """A publisher that listens to nothing takes nothing: the messages stay for ``release``."""
+    reg, me, other = PubSub(), Sink(), Sink()
+    reg.subscribe(other, b"c")
+    reg.publish(b"c", b"m")
+    assert reg.after_reply(me) == b""
+    assert not reg.fresh
+    reg.release()
+    assert other.got == [(b"c", b"m", None)]
+
+
+def test_registry_after_reply_skips_who_left_and_discard_forgets() -> None:
+    """A subscription left between PUBLISH and ``after_reply`` delivers nothing (as at
+    release); after ``discard`` nothing taken before counts (the group runs again)."""
+    reg, me = PubSub(), Sink()
+    reg.subscribe(me, b"c")
+    reg.psubscribe(me, b"*")
+    reg.publish(b"c", b"m")
+    reg.unsubscribe(me, b"c")
+    assert reg.after_reply(me) == b"[c m b'*']"
+    reg.publish(b"c", b"n")
+    reg.discard()
+    assert not reg.fresh
+    reg.publish(b"c", b"again")
+    assert reg.after_reply(me) == b"[c again b'*']"
+    reg.release()
+    assert me.got == []
 
 
 def test_registry_shard_channels_are_their_own_namespace() -> None:

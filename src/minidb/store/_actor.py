@@ -94,7 +94,9 @@ from the next group on, client writes are taken and logged after the last record
 
 Pub/sub: PUBLISH runs here in order with the data commands and only notes its message
 (``_pubsub``); ``_release`` delivers the group's messages after its replies, so a subscriber
-never sees a message before the writes that preceded the PUBLISH are logged and synced.
+never sees a message before the writes that preceded the PUBLISH are logged and synced. A
+connection's messages go right after the reply of its own request that published to it
+(``PubSub.after_reply``, Redis 7.2's order), inside its replies, so released with them.
 
 Blocked clients (BLPOP and friends, ``_blocking``): a request an executor answers
 ``Blocked`` registers its ``Waiter`` in ``blocking`` and its batch is ``held``: not answered
@@ -514,6 +516,7 @@ class StoreOwner:
         replica = self._replica
         tail = None
         ready = self.blocking.ready
+        pubsub = self.pubsub
         for b in batches:
             sink = b.sink
             blocked = False
@@ -538,6 +541,8 @@ class StoreOwner:
                         self._block(b, replies, request, reply.waiter)
                         blocked = True
                         break
+                    if pubsub.fresh:  # it published: its messages so far follow its reply
+                        reply += pubsub.after_reply(sink)
                     replies.append(reply)
                     room -= len(reply)
                     if ready:  # it made a waited key ready: its waiters come next
@@ -663,6 +668,8 @@ class StoreOwner:
                 for single in executor.expand(request):
                     if not executor.is_write(single):
                         parts.append(executor.execute(state, single, None, now_ms))
+                        if self.pubsub.fresh:  # as in _apply
+                            parts.append(self.pubsub.after_reply(batch.sink))
                         continue
                     self._count_refused(EXECUTOR_VERB, outcome)
                     if replica:
@@ -705,6 +712,8 @@ class StoreOwner:
                             parts.append(executor.refusal(single, why))
                         else:
                             parts.append(executor.execute(state, single, None, now_ms))
+                            if self.pubsub.fresh:  # as in _apply
+                                parts.append(self.pubsub.after_reply(batch.sink))
                     replies.append(b"".join(parts))
                 elif isinstance(request, WRITES):
                     self._not_logged += 1

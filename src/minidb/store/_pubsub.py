@@ -21,13 +21,24 @@ a write that came before the PUBLISH is applied and durable; a group that fails 
 receiver that unsubscribed meanwhile (the owner awaits a sync thread) is skipped, so a RESP2
 client never gets a message after leaving subscribed mode; PUBLISH's count was right when it
 ran.
+
+A publisher's own messages. A RESP3 client subscribed to what it publishes gets the message
+right after the reply of the request that published it (PUBLISH, SPUBLISH, EXEC, EVAL),
+before the replies of its later requests: Redis 7.2's order (redis/redis#12326: a push the
+running client causes waits for the command's reply, an EXEC's or a script's included; 7.0
+wrote it before the reply, inside EXEC's array). ``publish`` raises ``fresh``; the owner then
+calls ``after_reply`` with the connection whose request ran, which takes that connection's
+messages of the group so far out of ``outbox`` (its own, and those published to it earlier
+in the group, so a channel's messages keep their publish order) and gives their frames to
+append to the reply. They still leave with the group's replies, after the log write and
+sync, like every other message.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from minidb.store._args import Command, Session, command
 from minidb.store._glob import compile_glob
@@ -42,6 +53,15 @@ class Receiver(Protocol):
     def receive(self, messages: list[tuple[Message, bytes | None]]) -> None:
         """This group's messages for it, in publish order, each with the pattern it matched
         (None: subscribed to the channel itself)."""
+        ...
+
+
+class Publisher(Receiver, Protocol):
+    """A receiver whose requests may publish (a RESP connection): it encodes its messages for
+    ``after_reply``."""
+
+    def frames(self, messages: list[tuple[Message, bytes | None]]) -> bytes:
+        """``messages``' wire form, to follow one of its replies."""
         ...
 
 
@@ -92,6 +112,12 @@ class PubSub:
         self._of: dict[Receiver, _Subscriptions] = {}
         self.outbox: list[Message] = []
         """Messages published in the group being applied, for ``release``."""
+        self.fresh = False
+        """A message was published since ``after_reply`` last ran (the owner's cue to call
+        it once the request that published has its reply)."""
+        self._taken: dict[Receiver, int] = {}
+        """Per connection ``after_reply`` took messages for in this group: how far into
+        ``outbox`` it looked (so each message is looked at once per such connection)."""
         self.published = 0
         """Messages published since start."""
 
@@ -229,15 +255,52 @@ class PubSub:
         self.published += 1
         if receivers:
             self.outbox.append(Message(channel, data, receivers, shard))
+            self.fresh = True
         return len(receivers)
+
+    def after_reply(self, publisher: object) -> bytes:
+        """What follows the reply of ``publisher``'s request that just published: the frames
+        of the group's messages to it so far, in publish order, taken out of ``outbox``
+        (see "A publisher's own messages"); b"" if it is subscribed to nothing."""
+        self.fresh = False
+        if publisher not in self._of:
+            return b""
+        me = cast(Publisher, publisher)
+        outbox = self.outbox
+        start = self._taken.get(me, 0)
+        self._taken[me] = len(outbox)
+        mine: list[tuple[Message, bytes | None]] = []
+        for at in range(start, len(outbox)):
+            message = outbox[at]
+            others = [pair for pair in message.receivers if pair[0] is not me]
+            if len(others) == len(message.receivers):
+                continue
+            mine += (
+                (message, pattern)
+                for receiver, pattern in message.receivers
+                if receiver is me and self._listening(me, message, pattern)
+            )
+            message.receivers = others
+        return me.frames(mine) if mine else b""
+
+    def _listening(self, receiver: Receiver, message: Message, pattern: bytes | None) -> bool:
+        """Whether ``receiver`` still listens where ``message`` reached it (``pattern``, or
+        the channel itself)."""
+        if pattern is not None:
+            return receiver in self._patterns.get(pattern, ())
+        index = self._shard if message.shard else self._channels
+        return receiver in index.get(message.channel, ())
 
     def release(self) -> None:
         """Hand the group's messages to their receivers (the owner's call once the group is
         logged): each receiver gets its messages of the group in one call, in publish order,
         those it still listens for."""
         outbox, self.outbox = self.outbox, []
+        self._taken.clear()
+        self.fresh = False
         by_receiver: dict[Receiver, list[tuple[Message, bytes | None]]] = {}
         for message in outbox:
+            # _listening's test, inline: this loop runs once per delivery
             index = self._shard if message.shard else self._channels
             for receiver, pattern in message.receivers:
                 if pattern is None:
@@ -252,6 +315,8 @@ class PubSub:
     def discard(self) -> None:
         """Forget the group's messages (its log write failed; see the module docstring)."""
         self.outbox.clear()
+        self._taken.clear()
+        self.fresh = False
 
 
 def _remove(index: dict[bytes, dict[Receiver, None]], name: bytes, receiver: Receiver) -> bool:

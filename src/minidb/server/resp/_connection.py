@@ -402,9 +402,15 @@ class RespConnection(Connection):
         the protocol the session speaks now: after every reply already owed, and counted
         against the output limits like any reply (past the hard limit: dropped)."""
         try:
-            self.push(message_frames(messages, self.session.protocol))
+            self.push(self.frames(messages))
         except Exception as exc:
             self._fail("receive", exc)
+
+    def frames(self, messages: list[tuple[Message, bytes | None]]) -> bytes:
+        """Messages' wire form in the protocol the session speaks now: what ``receive``
+        writes, and what the owner appends to a reply of a request that published to this
+        very client (``store._pubsub``, "A publisher's own messages")."""
+        return message_frames(messages, self.session.protocol)
 
     def begin_drain(self) -> None:
         # Shutting down: a blocked client is closed without its reply, as Redis closes its
