@@ -143,6 +143,22 @@ def test_hashes_encoding_follows_redis_thresholds_one_way() -> None:
         assert replayed("OBJECT", "ENCODING", key) == c("OBJECT", "ENCODING", key), key
 
 
+def test_hashes_hincrby_of_a_long_field_or_sum_converts() -> None:
+    """HINCRBY(FLOAT) of a field over 64 bytes, or a float sum printed over 64 bytes, makes a
+    hashtable (Redis 7.0.15 answers so: ``hashTypeSet`` checks lengths); a replay agrees."""
+    c = Client()
+    c("HINCRBY", "i", "F" * 65, "1")
+    c("HINCRBYFLOAT", "f", "F" * 65, "1.5")
+    c("HSET", "sum", "a", "1")
+    c("HINCRBYFLOAT", "sum", "a", "1e60")  # 60 digits: still a listpack
+    assert c("OBJECT", "ENCODING", "sum") == b"listpack"
+    c("HINCRBYFLOAT", "sum", "a", "1e70")  # 71 digits
+    replayed = Client(c.replayed())
+    for key in ("i", "f", "sum"):
+        assert c("OBJECT", "ENCODING", key) == b"hashtable", key
+        assert replayed("OBJECT", "ENCODING", key) == b"hashtable", key
+
+
 def test_hashes_hrandfield_counts_and_shapes() -> None:
     """One field; a positive count gives distinct fields (at most all); a negative one
     repeats; WITHVALUES pairs them, as [field, value] pairs in RESP3; range errors."""

@@ -105,7 +105,8 @@ def scan_elements(
         matches = compile_glob(pattern)
         page = [element for element in page if matches(element)]
     if type(container) is HashValue and not no_values:
-        page = [x for field in page for x in (field, container[field])]
+        values = container.mapping()  # decoded once, not per field, for a packed hash
+        page = [x for field in page for x in (field, values[field])]
     return [b"%d" % next_cursor, list(page)]
 
 

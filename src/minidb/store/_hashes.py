@@ -3,7 +3,7 @@
 Each handler follows its original in Redis's ``t_hash.c``: the same order of checks (an
 argument that does not parse is refused before the key is looked at where Redis does so, a key
 of another type answers ``WRONGTYPE``), the same replies (HGETALL a map in RESP3, HRANDFIELD
-WITHVALUES pairs in RESP3) and the same error texts. A hash is a ``HashValue`` (``_values``); a
+WITHVALUES pairs in RESP3) and the same error texts. A hash is a ``HashValue`` (``_hashvalue``); a
 change goes through the keyspace (``for_change``, then ``drop_empty`` if it emptied the hash)
 and is journaled as its effect on the fields it touched: ``AddElements`` of each field with the
 value it now has (HINCRBY logs the sum, never the increment), ``RemoveElements`` of the fields
@@ -58,15 +58,14 @@ def _set_fields(
     found: HashValue | None,
     pairs: list[bytes],
     j: OpJournal,
-    *,
-    convert: bool = True,
 ) -> list[tuple[bytes, bytes | None]]:
     """Set the fields of ``pairs`` (field, value, ...), creating the hash if ``found`` is None;
-    journaled. ``convert``: Redis's ``hashTypeTryConversion`` first (HSET, HSETNX)."""
+    journaled. A field or value past 64 bytes converts a listpack first: HSET's
+    ``hashTypeTryConversion``, and for HINCRBY(FLOAT) the same check in ``hashTypeSet`` (a long
+    field, or a float sum printed past 64 bytes, makes a hashtable in Redis 7.0 too)."""
     h = ks.for_change(s.bucket, key, found, new_hash, j)
     encoding = h.encoding
-    if convert:
-        hash_prepare(h, pairs)
+    hash_prepare(h, pairs)
     olds = hash_set(h, pairs)
     j.undo.append(FieldsUndo(s.bucket, key, encoding, olds))
     j.add(AddElements(s.bucket, key, KIND_HASH, tuple(pairs)))
@@ -193,7 +192,7 @@ def hincrby(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: i
         raise CommandError(OVERFLOW)
     check_write(ks, argv[1], argv[2])
     text = b"%d" % result
-    _set_fields(ks, s, argv[1], found, [argv[2], text], j, convert=False)
+    _set_fields(ks, s, argv[1], found, [argv[2], text], j)
     return result
 
 
@@ -216,7 +215,7 @@ def hincrbyfloat(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_
         raise CommandError("ERR increment would produce NaN or Infinity")
     text = format_long_double(result)
     check_write(ks, argv[1], argv[2])
-    _set_fields(ks, s, argv[1], found, [argv[2], text], j, convert=False)
+    _set_fields(ks, s, argv[1], found, [argv[2], text], j)
     return text
 
 
@@ -243,9 +242,10 @@ def hrandfield(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms
             fields = pick_distinct(h, count, ks.rng)
         if not with_values:
             return list(fields)
+        values = h.mapping()  # decoded once, not per field, for a packed hash
         if s.protocol == 3:
-            return [[field, h[field]] for field in fields]
-        return [x for field in fields for x in (field, h[field])]
+            return [[field, values[field]] for field in fields]
+        return [x for field in fields for x in (field, values[field])]
     h = _get(ks, s, argv[1], j, now_ms)
     if h is None:
         return None
