@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import marshal
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 from minidb.store._encodings import (
@@ -60,8 +61,18 @@ _MARSHAL_VERSION = 4
 _loads, _dumps = marshal.loads, marshal.dumps
 
 
+def _packed(flat: tuple[bytes, ...]) -> bytes:
+    """The packed form of field, value, ... (``flat``), in a ``bytes`` of its exact size.
+
+    Copied once more: ``marshal.dumps`` writes into a buffer of at least 1 KiB (C ``malloc``,
+    past CPython's small-object allocator) and shrinks it in place, and kept there each small
+    hash would leave a hole in the C heap that the server rarely refills (found for packed
+    sorted sets, 28e006f); the copy lives in pymalloc's pools."""
+    return bytes(memoryview(_dumps(flat, _MARSHAL_VERSION)))
+
+
 def _pack(table: dict[bytes, bytes]) -> bytes:
-    return _dumps(tuple([x for pair in table.items() for x in pair]), _MARSHAL_VERSION)
+    return _packed(tuple(chain.from_iterable(table.items())))
 
 
 def _unpack(blob: bytes) -> dict[bytes, bytes]:
@@ -133,7 +144,7 @@ class HashValue:
         """field, value, field, value, ... in order."""
         data = self.data
         if isinstance(data, dict):
-            return [x for pair in data.items() for x in pair]
+            return list(chain.from_iterable(data.items()))
         return _loads(data)  # type: ignore[no-any-return]
 
     def get(self, field: bytes, default: bytes | None = None) -> bytes | None:
@@ -227,8 +238,41 @@ def hash_prepare(h: HashValue, pairs: Sequence[bytes]) -> None:
 def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | None]]:
     """Set each field of ``pairs`` (field, value, ...) to its value; the (field, previous value
     or None) of each, in order, for the undo. Converts as the hash grows (``hashTypeSet``)."""
+    data = h.data
+    if isinstance(data, dict):
+        return _set_in_table(h, data, pairs)
+    # Packed: changed in place in the flat list (an existing field keeps its place, a new one
+    # goes last, as in a listpack) and encoded once, without building a dict.
+    flat = list(_loads(data))
+    fields = flat[0::2]
+    size = len(fields)
+    olds: list[tuple[bytes, bytes | None]] = []
+    for at in range(0, len(pairs), 2):
+        field, value = pairs[at], pairs[at + 1]
+        try:
+            i = 2 * fields.index(field) + 1
+        except ValueError:
+            olds.append((field, None))
+            fields.append(field)
+            flat += (field, value)
+        else:
+            olds.append((field, flat[i]))
+            flat[i] = value
+    if len(fields) != size:
+        h.scan = None
+        if len(fields) > HASH_MAX_LISTPACK_ENTRIES:
+            h._encoding = HASHTABLE
+    if h._encoding is LISTPACK and len(fields) <= PACKED_MAX_ENTRIES:
+        h.data = _packed(tuple(flat))
+    else:
+        h.data = dict(zip(fields, flat[1::2], strict=True))
+    return olds
+
+
+def _set_in_table(
+    h: HashValue, table: dict[bytes, bytes], pairs: Sequence[bytes]
+) -> list[tuple[bytes, bytes | None]]:
     olds = []
-    table = h._table()
     get = table.get
     size = len(table)
     for at in range(0, len(pairs), 2):
@@ -239,22 +283,35 @@ def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | 
         h.scan = None
         if h._encoding is LISTPACK and len(table) > HASH_MAX_LISTPACK_ENTRIES:
             h._encoding = HASHTABLE
-    h._settle(table)
     return olds
 
 
 def hash_delete(h: HashValue, fields: Iterable[bytes]) -> list[tuple[bytes, bytes | None]]:
     """Delete the fields present; (field, value) of each deleted, in order."""
     olds: list[tuple[bytes, bytes | None]] = []
-    table = h._table()
-    pop = table.pop
+    data = h.data
+    if isinstance(data, dict):
+        pop = data.pop
+        for field in fields:
+            value = pop(field, None)
+            if value is not None:
+                olds.append((field, value))
+        if olds:
+            h.scan = None
+            h._settle(data)  # packed again if it shrank to half the threshold
+        return olds
+    flat = list(_loads(data))
+    present = flat[0::2]
     for field in fields:
-        value = pop(field, None)
-        if value is not None:
-            olds.append((field, value))
+        try:
+            i = present.index(field)
+        except ValueError:
+            continue
+        olds.append((field, flat[2 * i + 1]))
+        del present[i], flat[2 * i : 2 * i + 2]
     if olds:
         h.scan = None
-        h._settle(table)
+        h.data = _packed(tuple(flat))
     return olds
 
 
