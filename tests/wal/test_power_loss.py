@@ -43,7 +43,7 @@ from minidb.wal._format import (
     encode_end,
     encode_record,
 )
-from minidb.wal._ops import Put
+from minidb.wal._ops import Op, Put
 from minidb.wal._payload import encode_ops
 from minidb.wal.testing import BEYOND_POWER_LOSS, POWER_LOSS, CrashFS, Damage, PowerLoss, using
 
@@ -170,6 +170,9 @@ class LaterCheckpoints:
 
     def append_all(self, records: list[bytes]) -> None:
         self.log.append_all(records)
+
+    def append_groups(self, groups: list[list[Op]]) -> None:
+        self.log.append_groups(groups)
 
     def sync(self) -> None:
         self.log.sync()

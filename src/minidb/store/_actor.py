@@ -144,7 +144,6 @@ from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
 from minidb.store._pubsub import PubSub, registry_for
 from minidb.store._state import StoreState
-from minidb.wal import encode_groups
 
 logger = logging.getLogger("minidb.store")
 
@@ -580,9 +579,9 @@ class StoreOwner:
         if not journal.records:
             return results
         try:
-            # The whole group in two calls, not a few per write (a bulk load's group holds
-            # thousands of SETs): its payloads, then their framing into the log's buffer.
-            self.log.append_all(encode_groups(journal.records))
+            # The whole group in one call, not a few per write (a bulk load's group holds
+            # thousands of SETs): the log encodes and frames its records together.
+            self.log.append_groups(journal.records)
             if self.fsync == "always":
                 self.log.sync()
             else:
@@ -607,7 +606,7 @@ class StoreOwner:
         journal = self._journal
         log = cast(SplitSyncLog, self.log)
         try:
-            log.append_all(encode_groups(journal.records))
+            log.append_groups(journal.records)
             sealed = log.seal()
             if self._sync_executor is None:
                 # One thread: sealed batches must be written one at a time, in order.

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from minidb.wal import Op, encode_groups
+
 
 class CommitLog(Protocol):
     """Where the owner writes a batch's records before releasing its replies."""
@@ -21,7 +23,11 @@ class CommitLog(Protocol):
         """Add one record: the encoded operations of one write (``minidb.wal.encode_ops``)."""
 
     def append_all(self, records: list[bytes]) -> None:
-        """``append`` each of ``records`` in order (the owner buffers a whole group at once)."""
+        """``append`` each of ``records`` in order."""
+
+    def append_groups(self, groups: list[list[Op]]) -> None:
+        """``append`` one record per group of ops (``encode_ops`` of each), in order: the
+        owner's whole group commit in one call (a log may encode and frame them together)."""
 
     def sync(self) -> None:
         """Make everything appended so far durable; raise ``OSError`` if that failed."""
@@ -69,6 +75,9 @@ class NullLog:
         pass
 
     def append_all(self, records: list[bytes]) -> None:
+        pass
+
+    def append_groups(self, groups: list[list[Op]]) -> None:
         pass
 
     def sync(self) -> None:
@@ -124,6 +133,9 @@ class MemoryLog:
     def append_all(self, records: list[bytes]) -> None:
         for record in records:
             self.append(record)
+
+    def append_groups(self, groups: list[list[Op]]) -> None:
+        self.append_all(encode_groups(groups))
 
     def sync(self) -> None:
         if self.fail_sync:

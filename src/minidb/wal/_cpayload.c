@@ -1,8 +1,9 @@
 /* minidb.wal._cpayload: packing many PUTs into one payload in C (optional accelerator).
  *
- * Two functions, C twins of pure loops in ``_payload`` (the format is ``docs/wal-format.md``,
- * "Operation payload"): ``pack_puts_from`` below, and ``encode_plain_puts``, the common case of
- * ``encode_ops`` (further down).
+ * Three functions, C twins of pure loops in ``_payload`` (the format is ``docs/wal-format.md``,
+ * "Operation payload" and "Records"): ``pack_puts_from`` below, ``encode_plain_puts``, the
+ * common case of ``encode_ops``, and ``frame_groups``, the owner's whole group of records
+ * (further down).
  *
  *
  * ``pack_puts_from(bucket, mapping, pos, limit) -> (payload | None, next pos)`` walks the dict
@@ -26,6 +27,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SSE42_PATH 1
+#include <nmmintrin.h>
+#else
+#define HAVE_SSE42_PATH 0
+#endif
 
 #define PUT_HEAD 21 /* tag u8, expire_at_ms i64, bucket_len u32, key_len u32, value_len u32 */
 #define TAG_PUT 1
@@ -126,48 +134,278 @@ pack_puts_from(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 }
 
+/* The payload size of ``ops`` if it is a non-empty list of operations that are all
+ * ``put_type`` instances (exactly) without expiry, with bytes fields that fit a u32; -1 if
+ * anything is otherwise (the general encoder takes it, and says why when it refuses). */
+static Py_ssize_t
+plain_puts_size(PyObject *ops, PyTypeObject *put_type)
+{
+    if (!PyList_CheckExact(ops))
+        return -1;
+    Py_ssize_t n = PyList_GET_SIZE(ops), total = 0;
+    if (n == 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        if (Py_TYPE(op) != put_type || PyTuple_GET_SIZE(op) != 4 ||
+            PyTuple_GET_ITEM(op, 3) != Py_None)
+            return -1;
+        PyObject *b = PyTuple_GET_ITEM(op, 0), *k = PyTuple_GET_ITEM(op, 1),
+                 *v = PyTuple_GET_ITEM(op, 2);
+        if (!PyBytes_CheckExact(b) || !PyBytes_CheckExact(k) || !PyBytes_CheckExact(v))
+            return -1;
+        Py_ssize_t bl = PyBytes_GET_SIZE(b), kl = PyBytes_GET_SIZE(k), vl = PyBytes_GET_SIZE(v);
+        if ((uint64_t)bl > UINT32_MAX || (uint64_t)kl > UINT32_MAX || (uint64_t)vl > UINT32_MAX)
+            return -1;
+        total += PUT_HEAD + bl + kl + vl;
+    }
+    return total;
+}
+
+/* The PUTs of ``ops`` (which ``plain_puts_size`` accepted) at ``p``; the byte after them. */
+static unsigned char *
+write_plain_puts(unsigned char *p, PyObject *ops)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ops); i++) {
+        PyObject *op = PyList_GET_ITEM(ops, i);
+        PyObject *b = PyTuple_GET_ITEM(op, 0);
+        p = write_put(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), PyTuple_GET_ITEM(op, 1),
+                      PyTuple_GET_ITEM(op, 2));
+    }
+    return p;
+}
+
+static int
+is_tuple_type(PyObject *type)
+{
+    /* (its items are read as a tuple's: a type that is not one would be read past) */
+    return PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type);
+}
+
 /* ``encode_plain_puts(ops, put_type) -> bytes | None``: the payload of a list of operations
  * that are all ``put_type`` instances (exactly) without expiry, e.g. a BULK frame's journal
  * group; ``None`` as soon as one is anything else, for the general encoder to take. */
 static PyObject *
 encode_plain_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyType_Check(args[1]) ||
-        !PyType_IsSubtype((PyTypeObject *)args[1], &PyTuple_Type)) {
-        /* (its items are read as a tuple's: a type that is not one would be read past) */
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !is_tuple_type(args[1])) {
         PyErr_SetString(PyExc_TypeError, "encode_plain_puts(ops: list, put_type: a tuple type)");
         return NULL;
     }
-    PyObject *ops = args[0];
-    PyTypeObject *put_type = (PyTypeObject *)args[1];
-    Py_ssize_t n = PyList_GET_SIZE(ops), total = 0;
-    if (n == 0)
+    Py_ssize_t total = plain_puts_size(args[0], (PyTypeObject *)args[1]);
+    if (total < 0)
         Py_RETURN_NONE;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *op = PyList_GET_ITEM(ops, i);
-        if (Py_TYPE(op) != put_type || PyTuple_GET_SIZE(op) != 4 ||
-            PyTuple_GET_ITEM(op, 3) != Py_None)
-            Py_RETURN_NONE;
-        PyObject *b = PyTuple_GET_ITEM(op, 0), *k = PyTuple_GET_ITEM(op, 1),
-                 *v = PyTuple_GET_ITEM(op, 2);
-        if (!PyBytes_CheckExact(b) || !PyBytes_CheckExact(k) || !PyBytes_CheckExact(v))
-            Py_RETURN_NONE;
-        Py_ssize_t bl = PyBytes_GET_SIZE(b), kl = PyBytes_GET_SIZE(k), vl = PyBytes_GET_SIZE(v);
-        if ((uint64_t)bl > UINT32_MAX || (uint64_t)kl > UINT32_MAX || (uint64_t)vl > UINT32_MAX)
-            Py_RETURN_NONE; /* the general encoder says why */
-        total += PUT_HEAD + bl + kl + vl;
-    }
     PyObject *payload = PyBytes_FromStringAndSize(NULL, total);
     if (payload == NULL)
         return NULL;
-    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(payload);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *op = PyList_GET_ITEM(ops, i);
-        PyObject *b = PyTuple_GET_ITEM(op, 0);
-        p = write_put(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b), PyTuple_GET_ITEM(op, 1),
-                      PyTuple_GET_ITEM(op, 2));
-    }
+    write_plain_puts((unsigned char *)PyBytes_AS_STRING(payload), args[0]);
     return payload;
+}
+
+/* -- framing a group of records ----------------------------------------------------------
+ *
+ * ``frame_groups(put_type, encode_ops, first_number, groups) -> bytes`` is
+ * ``_payload.frame_groups_python``: each group of ops (a list) becomes one DATA record,
+ * numbered from ``first_number``, framed as ``_format.encode_records`` frames it (length u32,
+ * type u8, CRC32C of those five bytes, CRC32C of number u64 | type u8 | payload, payload), and
+ * all of them are joined. A group of puts without expiry (every SET, an MSET) is encoded here;
+ * any other is handed to ``encode_ops`` (whose errors propagate) and framed here.
+ *
+ * Why C: the owner logs a group of hundreds of SETs at ``-P 16``; in Python each cost two
+ * struct packs and a join for its payload, then three packs, two checksum calls and three
+ * concatenations for its frame, about a quarter of what a pipelined SET cost the server.
+ *
+ * CRC32C (Castagnoli, as ``google-crc32c`` computes it): the SSE4.2 ``crc32`` instruction when
+ * the CPU has it (checked at import), else a slicing-by-8 table; the same code as
+ * ``_creader.c``'s, which reads these records back. */
+
+#define RECORD_HEADER 13 /* length u32, type u8, header_crc u32, crc u32 */
+#define HEADER_CRC_SPAN 5 /* what header_crc covers: length and type */
+#define TYPE_DATA 1
+#define MAX_PAYLOAD ((1u << 30) - 1)
+
+static uint32_t crc_table[8][256];
+static int hardware_crc;
+
+static void
+init_crc_table(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][n] = (crc_table[t - 1][n] >> 8) ^ crc_table[0][crc_table[t - 1][n] & 0xff];
+}
+
+/* The raw register update (no inversion), eight bytes a step. */
+static uint32_t
+crc_portable(uint32_t c, const unsigned char *p, size_t n)
+{
+    while (n && ((uintptr_t)p & 7)) {
+        c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint32_t lo = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                           (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
+                      (uint32_t)p[7] << 24;
+        c = crc_table[7][lo & 0xff] ^ crc_table[6][(lo >> 8) & 0xff] ^
+            crc_table[5][(lo >> 16) & 0xff] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xff] ^ crc_table[2][(hi >> 8) & 0xff] ^
+            crc_table[1][(hi >> 16) & 0xff] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+    return c;
+}
+
+#if HAVE_SSE42_PATH
+__attribute__((target("sse4.2"))) static uint32_t
+crc_sse42(uint32_t c, const unsigned char *p, size_t n)
+{
+    uint64_t c64 = c;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c64 = _mm_crc32_u64(c64, word);
+        p += 8;
+        n -= 8;
+    }
+    c = (uint32_t)c64;
+    while (n--)
+        c = _mm_crc32_u8(c, *p++);
+    return c;
+}
+#endif
+
+/* CRC32C of ``p[0:n]`` continuing from ``crc`` (google_crc32c.extend). */
+static uint32_t
+crc32c_extend(uint32_t crc, const unsigned char *p, size_t n)
+{
+#if HAVE_SSE42_PATH
+    if (hardware_crc)
+        return ~crc_sse42(~crc, p, n);
+#endif
+    return ~crc_portable(~crc, p, n);
+}
+
+/* Frame the payload already at ``p + RECORD_HEADER`` (``length`` bytes) as DATA record
+ * ``number``; the byte after it. */
+static unsigned char *
+frame_record(unsigned char *p, uint64_t number, Py_ssize_t length)
+{
+    unsigned char numbered[9];
+    for (int i = 0; i < 8; i++)
+        numbered[i] = (unsigned char)(number >> (8 * i));
+    numbered[8] = TYPE_DATA;
+    put_u32(p, (uint32_t)length);
+    p[4] = TYPE_DATA;
+    put_u32(p + 5, crc32c_extend(0, p, HEADER_CRC_SPAN));
+    uint32_t crc = crc32c_extend(0, numbered, sizeof numbered);
+    put_u32(p + 9, crc32c_extend(crc, p + RECORD_HEADER, (size_t)length));
+    return p + RECORD_HEADER + length;
+}
+
+static PyObject *
+frame_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !is_tuple_type(args[0]) || !PyList_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "frame_groups(put_type, encode_ops, first_number, groups: list)");
+        return NULL;
+    }
+    PyTypeObject *put_type = (PyTypeObject *)args[0];
+    PyObject *encode_ops = args[1], *groups = args[3];
+    uint64_t number = PyLong_AsUnsignedLongLong(args[2]);
+    if (number == (uint64_t)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(groups), total = 0;
+    if (n > 0 && number > UINT64_MAX - (uint64_t)(n - 1)) {
+        PyErr_SetString(PyExc_OverflowError, "frame_groups: record numbers past 2**64 - 1");
+        return NULL;
+    }
+    /* The payloads ``encode_ops`` made (NULL where the group is encoded here), and each
+     * payload's size. A group list the caller changes meanwhile is not ours to follow: the
+     * owner's journal does not change while it is logged. */
+    PyObject **encoded = PyMem_Calloc((size_t)n + 1, sizeof(PyObject *));
+    Py_ssize_t *sizes = PyMem_Calloc((size_t)n + 1, sizeof(Py_ssize_t));
+    PyObject *framed = NULL;
+    if (encoded == NULL || sizes == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *group = PyList_GET_ITEM(groups, i);
+        Py_ssize_t size = plain_puts_size(group, put_type);
+        if (size < 0) {
+            PyObject *payload = PyObject_CallOneArg(encode_ops, group);
+            if (payload == NULL)
+                goto done;
+            encoded[i] = payload;
+            if (!PyBytes_CheckExact(payload)) {
+                PyErr_SetString(PyExc_TypeError, "frame_groups: encode_ops returned no bytes");
+                goto done;
+            }
+            size = PyBytes_GET_SIZE(payload);
+        }
+        if ((uint64_t)size > MAX_PAYLOAD) {
+            PyErr_Format(PyExc_ValueError, "record payload of %zd bytes exceeds %u", size,
+                         MAX_PAYLOAD);
+            goto done;
+        }
+        sizes[i] = size;
+        total += RECORD_HEADER + size;
+    }
+    if (n != PyList_GET_SIZE(groups)) { /* encode_ops changed the list under us */
+        PyErr_SetString(PyExc_RuntimeError, "frame_groups: the groups changed while framed");
+        goto done;
+    }
+    framed = PyBytes_FromStringAndSize(NULL, total);
+    if (framed == NULL)
+        goto done;
+    unsigned char *p = (unsigned char *)PyBytes_AS_STRING(framed);
+    for (Py_ssize_t i = 0; i < n; i++, number++) {
+        if (encoded[i] != NULL)
+            memcpy(p + RECORD_HEADER, PyBytes_AS_STRING(encoded[i]), (size_t)sizes[i]);
+        else
+            write_plain_puts(p + RECORD_HEADER, PyList_GET_ITEM(groups, i));
+        p = frame_record(p, number, sizes[i]);
+    }
+done:
+    if (encoded != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++)
+            Py_XDECREF(encoded[i]);
+        PyMem_Free(encoded);
+    }
+    PyMem_Free(sizes);
+    return framed;
+}
+
+/* ``crc32c(data, initial=0, portable=False)``: for the tests, both ways of the checksum. */
+static PyObject *
+crc32c_py(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"data", "initial", "portable", NULL};
+    Py_buffer data;
+    unsigned int initial = 0;
+    int portable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|Ip", keywords, &data, &initial,
+                                     &portable))
+        return NULL;
+    uint32_t crc;
+    if (portable)
+        crc = ~crc_portable(~(uint32_t)initial, data.buf, (size_t)data.len);
+    else
+        crc = crc32c_extend((uint32_t)initial, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
 }
 
 static PyMethodDef cpayload_methods[] = {
@@ -178,6 +416,11 @@ static PyMethodDef cpayload_methods[] = {
     {"encode_plain_puts", (PyCFunction)(void (*)(void))encode_plain_puts, METH_FASTCALL,
      "encode_plain_puts(ops, put_type) -> payload, or None unless every op is a put_type "
      "without expiry."},
+    {"frame_groups", (PyCFunction)(void (*)(void))frame_groups, METH_FASTCALL,
+     "frame_groups(put_type, encode_ops, first_number, groups) -> bytes\n\n"
+     "Each group of ops as one framed DATA record numbered from first_number, joined."},
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c_py, METH_VARARGS | METH_KEYWORDS,
+     "crc32c(data, initial=0, portable=False) -> int: the CRC32C frame_groups computes."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -193,5 +436,10 @@ static struct PyModuleDef cpayload_module = {
 PyMODINIT_FUNC
 PyInit__cpayload(void)
 {
+    init_crc_table();
+#if HAVE_SSE42_PATH
+    __builtin_cpu_init();
+    hardware_crc = __builtin_cpu_supports("sse4.2");
+#endif
     return PyModule_Create(&cpayload_module);
 }

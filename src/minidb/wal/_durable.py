@@ -76,6 +76,7 @@ from minidb.wal._format import (
 from minidb.wal._fs import active
 from minidb.wal._manifest import Manifest
 from minidb.wal._ops import Op
+from minidb.wal._payload import frame_groups
 from minidb.wal._recovery import FileReport, Recovery
 from minidb.wal._writer import SegmentWriter
 
@@ -162,7 +163,10 @@ class DurableLog:
         self._state = _State.REPLAYING
         self._recovery: Recovery | None = None
         self._writer: SegmentWriter | None = None
-        self._buffer: list[bytes] = []  # framed records appended since the last seal
+        # Framed records appended since the last seal: one each (``append_all``), or a
+        # group's joined (``append_groups``).
+        self._buffer: list[bytes] = []
+        self._buffered = 0  # how many records ``_buffer`` holds
         self._next_number = 0  # the sequence number the next appended record gets
         self._failure: str | None = None
         self.torn_tail: FileReport | None = None  # what open cut off, for the caller to log
@@ -294,21 +298,48 @@ class DurableLog:
 
         Raises like ``append``; a record too long refuses the whole call (nothing buffered).
         """
-        self._writable()
-        if _failpoints.ACTIVE:
-            for _ in records:
-                try:
-                    _failpoints.hit("wal.append")
-                except OSError as exc:
-                    self._fail(exc)
-                    raise
+        self._before_append(len(records))
         try:
             framed = encode_records(self._next_number, records)
         except ValueError as exc:  # too long: these records are refused, the log is fine
             raise WalError(str(exc), path=self.directory) from None
         self._buffer += framed
-        self._next_number += len(framed)
-        self._appends += len(framed)
+        self._buffered_records(len(framed))
+
+    def append_groups(self, groups: list[list[Op]]) -> None:
+        """``append`` one record per group of ops (``encode_ops`` of each), in order, encoded
+        and framed in one call (``frame_groups``, in C when built): the owner's group commit.
+
+        Raises like ``append``; a group that does not encode, or is too long, refuses the whole
+        call (nothing buffered; the log is fine).
+        """
+        self._before_append(len(groups))
+        if not groups:
+            return
+        try:
+            framed = frame_groups(self._next_number, groups)
+        except ValueError as exc:  # a group that does not encode, or too long: refused
+            raise WalError(str(exc), path=self.directory) from None
+        self._buffer.append(framed)
+        self._buffered_records(len(groups))
+
+    def _before_append(self, count: int) -> None:
+        """Refuse to append unless the log is open; the ``wal.append`` failpoint, once for
+        each of the ``count`` records about to be added (a hit fails the log)."""
+        self._writable()
+        if _failpoints.ACTIVE:
+            for _ in range(count):
+                try:
+                    _failpoints.hit("wal.append")
+                except OSError as exc:
+                    self._fail(exc)
+                    raise
+
+    def _buffered_records(self, count: int) -> None:
+        """Count ``count`` records just framed into the buffer, numbered from the next."""
+        self._buffered += count
+        self._next_number += count
+        self._appends += count
 
     def sync(self) -> None:
         """Write every appended record and fdatasync once; return only when they are durable.
@@ -380,11 +411,12 @@ class DurableLog:
         ``write_sealed`` of this batch has returned.
         """
         self._writable()
-        if not self._buffer:
+        if not self._buffered:
             return None
-        count = len(self._buffer)
+        count = self._buffered
         batch = SealedBatch(self._next_number - count, count, b"".join(self._buffer))
         self._buffer = []
+        self._buffered = 0
         return batch
 
     def write_sealed(self, batch: SealedBatch) -> None:
@@ -560,6 +592,7 @@ class DurableLog:
             with contextlib.suppress(OSError):  # _fail logged it; nothing else to do now
                 self.datasync()
         self._buffer = []
+        self._buffered = 0
         if self._writer is not None:
             self._writer.close()
             self._writer = None

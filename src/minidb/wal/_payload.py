@@ -14,13 +14,14 @@ verified its checksum, so the caller reports it as corruption at the record's of
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from minidb._accelerators import load
 from minidb.wal._coalesce import coalesce
-from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION, STRINGS_VERSION
+from minidb.wal._format import FORMAT_VERSION, LEGACY_VERSION, STRINGS_VERSION, encode_records
 from minidb.wal._ops import (
     KIND_HASH,
     KIND_LIST,
@@ -197,7 +198,16 @@ _encode_plain_puts: _EncodePlainPuts | None = (
     None if _cpayload is None else _cpayload.encode_plain_puts
 )
 ACCELERATED = _cpayload is not None
-"""Whether ``pack_puts`` and ``encode_ops``'s common case run in C."""
+"""Whether ``pack_puts``, ``encode_ops``'s common case and ``frame_groups`` run in C."""
+
+
+def frame_groups_python(first_number: int, groups: list[list[Op]]) -> bytes:
+    """Each group of ops as one DATA record (``encode_ops`` of the group, framed by
+    ``encode_records``), numbered from ``first_number``, joined: what the data owner logs for a
+    whole group commit in one call. The reference of the C twin (``_cpayload.c``, "framing a
+    group of records"), which must give the same bytes and raise the same ``ValueError``s.
+    """
+    return b"".join(encode_records(first_number, encode_groups(groups)))
 
 
 def encode_remove(bucket: bytes, key: bytes) -> bytes:
@@ -718,3 +728,13 @@ _KIND_WORDS = {
     KIND_STREAM: ("PUTSTREAM", "XADD", "XDEL"),
 }
 """How ``describe`` names the container operations of each kind: put, add, remove."""
+
+
+_c_frame_groups = getattr(_cpayload, "frame_groups", None)  # None: not built, or built before it
+frame_groups: Callable[[int, list[list[Op]]], bytes] = (
+    frame_groups_python
+    if _c_frame_groups is None
+    else functools.partial(_c_frame_groups, Put, encode_ops)
+)
+"""``frame_groups_python``, in C when the accelerator is built."""
+FRAMES_IN_C = _c_frame_groups is not None
