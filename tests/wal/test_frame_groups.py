@@ -58,6 +58,7 @@ def test_frame_groups_is_each_group_framed_as_one_record(
 
 
 _NOT_ALWAYS_BYTES = NAMES | st.sampled_from(["text", bytearray(b"ba"), None, 7])
+_ODD_PUT = st.builds(Put, _NOT_ALWAYS_BYTES, _NOT_ALWAYS_BYTES, _NOT_ALWAYS_BYTES, st.none())
 
 
 @_needs_c
@@ -67,8 +68,7 @@ _NOT_ALWAYS_BYTES = NAMES | st.sampled_from(["text", bytearray(b"ba"), None, 7])
     st.lists(
         GROUP
         | st.just([])
-        | st.lists(st.builds(Put, _NOT_ALWAYS_BYTES, _NOT_ALWAYS_BYTES, _NOT_ALWAYS_BYTES,
-                             st.none()), max_size=3)  # fmt: skip
+        | st.lists(_ODD_PUT, max_size=3)
         | st.tuples(PLAIN_PUT),
         max_size=6,
     ),
