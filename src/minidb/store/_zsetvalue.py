@@ -98,14 +98,16 @@ def _unpack(packed: bytes) -> tuple[Any, ...]:
 
 
 class _Unpacked:
-    """An unpacked sorted set's contents: its encoding, member -> score, and its rank order."""
+    """An unpacked sorted set's contents: its encoding, member -> score, its rank order, and
+    the ``ScanIndex`` of its members once ZSCAN or a random pick built one."""
 
-    __slots__ = ("encoding", "ranked", "scores")
+    __slots__ = ("encoding", "ranked", "scan", "scores")
 
     def __init__(self, encoding: str, scores: dict[bytes, float], ranked: SortedList) -> None:
         self.encoding = encoding
         self.scores = scores
         self.ranked = ranked
+        self.scan: ScanIndex | None = None
 
 
 class PackedOrder:
@@ -169,14 +171,29 @@ class ZSetValue:
     """A sorted set: member -> score, and ``order``, every (score, member) as Redis orders
     them. Packed in one ``bytes`` while small (see the module docstring)."""
 
-    __slots__ = ("_data", "epoch", "scan")
+    # Two slots: with the GC's header, 48 bytes (a third made it 64; the index lives in
+    # ``_Unpacked``, as a packed set is never paged).
+    __slots__ = ("_data", "epoch")
     _data: bytes | _Unpacked
     epoch: int
-    scan: ScanIndex | None
     __hash__ = None  # type: ignore[assignment]  # mutable, compared by its contents
 
     def __init__(self, data: bytes | _Unpacked, epoch: int) -> None:
-        self._data, self.epoch, self.scan = data, epoch, None
+        self._data, self.epoch = data, epoch
+
+    @property
+    def scan(self) -> ScanIndex | None:
+        """The ``ScanIndex`` of an unpacked set's members (``_elementscan``: ZSCAN of a
+        skiplist, random picks from a large set); a packed one keeps none (ZSCAN answers it
+        whole, a random pick takes a list of it), so setting one on it keeps nothing."""
+        data = self._data
+        return None if type(data) is bytes else data.scan  # type: ignore[union-attr]
+
+    @scan.setter
+    def scan(self, index: ScanIndex | None) -> None:
+        data = self._data
+        if type(data) is not bytes:
+            data.scan = index  # type: ignore[union-attr]
 
     @property
     def encoding(self) -> str:
