@@ -130,6 +130,38 @@ def test_frame_groups_in_c_refuses_a_payload_over_the_maximum() -> None:
 
 
 @_needs_c
+def test_frame_groups_in_c_refuses_groups_changed_while_framed() -> None:
+    """An encoder that changes the groups (a group measured before it grows, or the list of
+    groups shrinks) is refused with RuntimeError, never written past."""
+    assert _c is not None
+    plain = [Put(b"b", b"k", b"v", None)]
+    groups: list[list[Op]] = [plain, [Remove(b"b", b"k")]]
+
+    def grow(group: list[Op]) -> bytes:
+        plain.append(Put(b"b", b"k2", b"v" * 1000, None))
+        return encode_ops(group)
+
+    with pytest.raises(RuntimeError, match="changed while framed"):
+        _c(Put, grow, 0, groups)
+
+    def shrink(group: list[Op]) -> bytes:
+        del groups[1:]
+        return encode_ops(group)
+
+    groups = [[Remove(b"b", b"k")], [Remove(b"b", b"k2")]]
+    with pytest.raises(RuntimeError, match="changed while framed"):
+        _c(Put, shrink, 0, groups)
+
+    def add(group: list[Op]) -> bytes:
+        groups.append(plain)
+        return encode_ops(group)
+
+    groups = [[Remove(b"b", b"k")]]
+    with pytest.raises(RuntimeError, match="changed while framed"):
+        _c(Put, add, 0, groups)
+
+
+@_needs_c
 @settings(deadline=None)  # a loaded shared machine must not fail a property
 @given(st.binary(max_size=100), st.integers(0, 2**32 - 1), st.integers(0, 7))
 def test_cpayload_crc32c_matches_google_crc32c(data: bytes, initial: int, shift: int) -> None:

@@ -327,6 +327,8 @@ frame_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (number == (uint64_t)-1 && PyErr_Occurred())
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(groups), total = 0;
+    /* (the sizes of the groups encoded here are taken again before each is written: an
+     * ``encode_ops`` of another may have changed them, and nothing is written past them) */
     if (n > 0 && number > UINT64_MAX - (uint64_t)(n - 1)) {
         PyErr_SetString(PyExc_OverflowError, "frame_groups: record numbers past 2**64 - 1");
         return NULL;
@@ -342,10 +344,16 @@ frame_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_GET_SIZE(groups) != n) { /* an encode_ops call changed the list */
+            PyErr_SetString(PyExc_RuntimeError, "frame_groups: the groups changed while framed");
+            goto done;
+        }
         PyObject *group = PyList_GET_ITEM(groups, i);
         Py_ssize_t size = plain_puts_size(group, put_type);
         if (size < 0) {
+            Py_INCREF(group); /* held while Python code runs */
             PyObject *payload = PyObject_CallOneArg(encode_ops, group);
+            Py_DECREF(group);
             if (payload == NULL)
                 goto done;
             encoded[i] = payload;
@@ -363,7 +371,7 @@ frame_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         sizes[i] = size;
         total += RECORD_HEADER + size;
     }
-    if (n != PyList_GET_SIZE(groups)) { /* encode_ops changed the list under us */
+    if (n != PyList_GET_SIZE(groups)) { /* the last encode_ops call changed the list */
         PyErr_SetString(PyExc_RuntimeError, "frame_groups: the groups changed while framed");
         goto done;
     }
@@ -372,10 +380,16 @@ frame_groups(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         goto done;
     unsigned char *p = (unsigned char *)PyBytes_AS_STRING(framed);
     for (Py_ssize_t i = 0; i < n; i++, number++) {
-        if (encoded[i] != NULL)
+        PyObject *group = PyList_GET_ITEM(groups, i);
+        if (encoded[i] != NULL) {
             memcpy(p + RECORD_HEADER, PyBytes_AS_STRING(encoded[i]), (size_t)sizes[i]);
-        else
-            write_plain_puts(p + RECORD_HEADER, PyList_GET_ITEM(groups, i));
+        } else if (plain_puts_size(group, put_type) == sizes[i]) {
+            write_plain_puts(p + RECORD_HEADER, group);
+        } else { /* an encode_ops call changed a group measured before it: never write past */
+            PyErr_SetString(PyExc_RuntimeError, "frame_groups: the groups changed while framed");
+            Py_CLEAR(framed);
+            goto done;
+        }
         p = frame_record(p, number, sizes[i]);
     }
 done:
