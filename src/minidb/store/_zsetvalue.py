@@ -38,6 +38,7 @@ shares it.
 from __future__ import annotations
 
 import marshal
+import struct
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain
@@ -87,9 +88,13 @@ def _pack(ranked: Iterable[Item]) -> bytes:
 _EMPTY = _pack(())
 
 
+_COUNT = struct.Struct("<I")
+"""The item count of marshal's tuple, after its type byte."""
+
+
 def _packed_len(packed: bytes) -> int:
     """The members of a packed set, from its header (the tuple's count) without decoding."""
-    return int.from_bytes(packed[1:5], "little") >> 1
+    return _COUNT.unpack_from(packed, 1)[0] >> 1  # type: ignore[no-any-return]
 
 
 def _unpack(packed: bytes) -> tuple[Any, ...]:
@@ -145,10 +150,16 @@ class PackedOrder:
         return bisect_right(range(len(self)), value, key=self._key)
 
     def index(self, value: Item) -> int:
-        """The rank of (score, member); ``ValueError`` if it is not held (as ``SortedList``)."""
-        at = self.bisect_left(value)
-        if at < len(self) and self._key(at) == value:
-            return at
+        """The rank of (score, member); ``ValueError`` if it is not held (as ``SortedList``).
+        Found by the member, at C speed (scores are floats: only the member equals it)."""
+        score, member = value
+        flat = self._flat
+        try:
+            at = flat.index(member)  # odd: a member's place
+        except ValueError:
+            at = 0
+        if at & 1 and flat[at - 1] == score:
+            return at >> 1
         raise ValueError(f"{value!r} is not in list")
 
     def islice(
