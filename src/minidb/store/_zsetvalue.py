@@ -59,11 +59,11 @@ PACKED_MAX_MEMBERS = 32
 """Members a listpack sorted set may have and stay packed; past it (up to the listpack's 128)
 it keeps a dict and a ``SortedList`` while still answering ``listpack``. Every read of a
 packed set decodes it and every change writes it anew, so its cost grows with its size:
-measured in process (``execute``, min of 5 x 2,000 calls, pure Python, shared 2-vCPU machine),
-a packed set against the dict it replaced took about 1.3x the time of ZADD, ZSCORE and ZRANK
-at 5 and 16 members, 1.5-2x at 32, ~3x at 64 and 4-6x at 128 (``loads`` of 128 members
-~5 us, ``dumps`` ~12 us). 32 keeps every operation within about 2x; sets that small are the
-ones issue 19 counts."""
+measured in process (``execute``, min of 5 x 2,000 calls, pure Python, a shared 2-vCPU
+machine at load 4-5, so +-30%), a packed set against the dict and list it replaced took
+1.3-1.6x the time of ZADD, ZSCORE and ZRANK at 5 members, about 2x at 16 and 32, ~3x at 64
+and 4-6x at 128 (``loads`` of 128 members ~5 us, ``dumps`` ~12 us). 32 keeps every operation
+within about 2x; sets that small are the ones issue 19 counts."""
 
 Item = tuple[float, bytes]
 """(score, member), as ``order`` yields them."""
