@@ -27,6 +27,7 @@ from minidb.store._hashvalue import (
 from minidb.store._journal import OpJournal
 from minidb.store._keyspace import Keyspace
 from minidb.store._results import ErrorReply, Result
+from minidb.store._state import StoreState
 from minidb.wal import decode_ops, encode_groups
 
 NOW = 1_700_000_000_000
@@ -339,3 +340,36 @@ def test_hash_packed_length_read_from_the_header() -> None:
             assert len(same) == n, n
         table = {b"f%d" % i: b"1" for i in range(n)}
         assert _packed_len(_pack(table)) == n, n
+
+
+def test_hash_packed_snapshot_loads_the_same_hashes_in_order() -> None:
+    """A snapshot of packed, dict-listpack and hashtable hashes (one expiring) loads into a
+    fresh keyspace with the same fields in the same order and the same encodings; a frozen
+    snapshot taken before a change to a packed hash still holds the hash as it was."""
+    state = StoreState()
+    session, journal = Session(), OpJournal()
+    sizes = {b"packed": 5, b"wide": PACKED_MAX_ENTRIES + 3, b"table": 3}
+    for key, n in sizes.items():
+        pairs = [x for i in range(n, 0, -1) for x in (b"f%d" % i, b"v%d" % i)]
+        execute(state.keyspace, session, [b"HSET", key, *pairs], journal, NOW)
+    execute(state.keyspace, session, [b"HSET", b"table", b"long", LONG], journal, NOW)
+    execute(state.keyspace, session, [b"PEXPIREAT", b"packed", b"%d" % (NOW + 5000)], journal, NOW)
+    frozen = state.frozen_snapshot()
+    execute(state.keyspace, session, [b"HSET", b"packed", b"f1", b"changed"], journal, NOW)
+    loaded, later = Keyspace(now_ms=NOW), Keyspace(now_ms=NOW)
+    for payload in frozen:
+        loaded.apply_ops(decode_ops(payload), NOW)
+    for payload in state.snapshot():
+        later.apply_ops(decode_ops(payload), NOW)
+    assert loaded.container(B, b"packed", HashValue, NOW, None).get(b"f1") == b"v1"  # type: ignore[union-attr]
+    assert later.container(B, b"packed", HashValue, NOW, None).get(b"f1") == b"changed"  # type: ignore[union-attr]
+    for key in sizes:
+        original = state.keyspace.container(B, key, HashValue, NOW, None)
+        copy = later.container(B, key, HashValue, NOW, None)
+        assert original is not None and copy is not None
+        assert list(copy.items()) == list(original.items()), key
+        assert copy.encoding == original.encoding and copy.packed == original.packed, key
+    assert [h.packed for h in (later.container(B, k, HashValue, NOW, None) for k in sizes)] == [  # type: ignore[union-attr]
+        True, False, False,
+    ]  # fmt: skip
+    assert later.lookup(B, b"packed", NOW, None)[1] == NOW + 5000
