@@ -130,7 +130,7 @@ class HashValue:
     def _settle(self, table: dict[bytes, bytes]) -> None:
         """Keep ``table`` (the hash's new fields) in the representation its encoding and size
         call for; ``table`` is the caller's to give away."""
-        if self._encoding is LISTPACK and len(table) <= (
+        if self._encoding == LISTPACK and len(table) <= (
             PACKED_MAX_ENTRIES if type(self.data) is bytes else PACKED_MAX_ENTRIES // 2
         ):
             self.data = _pack(table)
@@ -265,7 +265,7 @@ def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | 
         h.scan = None
         if len(fields) > HASH_MAX_LISTPACK_ENTRIES:
             h._encoding = HASHTABLE
-    if h._encoding is LISTPACK and len(fields) <= PACKED_MAX_ENTRIES:
+    if h._encoding == LISTPACK and len(fields) <= PACKED_MAX_ENTRIES:
         h.data = _packed(tuple(flat))
     else:
         h.data = dict(zip(fields, flat[1::2], strict=True))
@@ -284,7 +284,7 @@ def _set_in_table(
         table[field] = pairs[at + 1]
     if len(table) != size:
         h.scan = None
-        if h._encoding is LISTPACK and len(table) > HASH_MAX_LISTPACK_ENTRIES:
+        if h._encoding == LISTPACK and len(table) > HASH_MAX_LISTPACK_ENTRIES:
             h._encoding = HASHTABLE
     return olds
 
