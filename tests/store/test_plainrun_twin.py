@@ -81,9 +81,11 @@ def _command() -> st.SearchStrategy[list[bytes]]:
     )
 
 
-def _keyspace(seed: int, protocol_watch: bool) -> tuple[Keyspace, Session]:
+def _keyspace(
+    seed: int, protocol_watch: bool, max_value_bytes: int = 1000
+) -> tuple[Keyspace, Session]:
     """A keyspace every run starts from: made the same way for both sides."""
-    ks = Keyspace(now_ms=NOW_MS, max_value_bytes=1000, rng=random.Random(seed))
+    ks = Keyspace(now_ms=NOW_MS, max_value_bytes=max_value_bytes, rng=random.Random(seed))
     session = Session()
     rng = random.Random(seed)
     journal = OpJournal()
@@ -117,9 +119,9 @@ def _state(ks: Keyspace) -> tuple[object, ...]:
 
 def _run(
     accelerated: bool, seed: int, watch: bool, argvs: list[list[bytes]], protocol: int,
-    room: int, max_reply: int,
+    room: int, max_reply: int, max_value_bytes: int = 1000,
 ) -> tuple[object, ...]:
-    ks, session = _keyspace(seed, watch)
+    ks, session = _keyspace(seed, watch, max_value_bytes)
     before = _state(ks)
     journal = OpJournal()
     executor = RespExecutor(max_reply_bytes=max_reply)
@@ -160,6 +162,25 @@ def test_c_run_equals_the_python_run(
     python = _run(False, seed, watch, argvs, protocol, room, max_reply)
     assert c == python
     assert c[-1], "rollback did not restore the keyspace"
+
+
+@needs_c
+def test_c_run_refuses_at_exactly_max_reply_as_python_does() -> None:
+    """The boundary random sizes rarely draw: a GET's and an MGET's reply of about
+    ``max_reply`` bytes, a few below, at and above it, decided alike (a value of at least
+    1 KiB: Python refuses no shorter reply)."""
+    value = b"v" * 2000
+    get_reply = len(b"$2000\r\n" + value + b"\r\n")
+    commands = (
+        [[b"SET", b"big", value], [b"GET", b"big"]],
+        [[b"SET", b"big", value], [b"MGET", b"big", b"big"]],
+    )
+    for argvs in commands:
+        limits = (*range(get_reply - 3, get_reply + 4), *range(2 * get_reply, 2 * get_reply + 20))
+        for max_reply in limits:
+            c = _run(True, 7, False, [[b"PING"], *argvs], 2, 1 << 40, max_reply, 4096)
+            python = _run(False, 7, False, [[b"PING"], *argvs], 2, 1 << 40, max_reply, 4096)
+            assert c == python, (argvs[-1], max_reply)
 
 
 def test_plain_arity_matches_the_command_table() -> None:

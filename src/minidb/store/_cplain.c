@@ -81,12 +81,34 @@ out_put(Out *o, const char *s, Py_ssize_t n)
     return 0;
 }
 
+/* ``v`` in decimal at ``p`` (at most 20 bytes); its length. By hand: ``snprintf`` cost ~800
+   instructions a call, more than the rest of a GET's run. */
+static int
+format_int(char *p, long long v)
+{
+    char tmp[20];
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    int k = 0, n = 0;
+    do {
+        tmp[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        p[n++] = '-';
+    while (k)
+        p[n++] = tmp[--k];
+    return n;
+}
+
 /* ``<prefix><n>\r\n``: an integer reply, an array or a bulk header. */
 static int
 out_header(Out *o, char prefix, long long n)
 {
     char tmp[32];
-    int k = snprintf(tmp, sizeof tmp, "%c%lld\r\n", prefix, n);
+    int k = 1 + format_int(tmp + 1, n);
+    tmp[0] = prefix;
+    tmp[k++] = '\r';
+    tmp[k++] = '\n';
     return out_put(o, tmp, k);
 }
 
@@ -109,8 +131,8 @@ out_null(Out *o, int protocol)
 static Py_ssize_t
 bulk_size(Py_ssize_t n)
 {
-    char tmp[32];
-    return snprintf(tmp, sizeof tmp, "$%zd\r\n", n) + n + 2;
+    char tmp[24];
+    return 1 + format_int(tmp, n) + 2 + n + 2;
 }
 
 /* -- the keyspace as one run sees it ----------------------------------------------------- */
@@ -681,7 +703,7 @@ cmd_incr(Run *r, PyObject *argv, Out *o, long long delta, int sign)
     long long result = current + delta;
     char digits[24];
     PyObject *value = PyBytes_FromStringAndSize(
-        digits, snprintf(digits, sizeof digits, "%lld", result));
+        digits, format_int(digits, result));
     if (value == NULL)
         return FAILED;
     PyObject *group = PyList_New(0);
