@@ -318,39 +318,32 @@ def test_connection_over_soft_output_limit_gets_its_requests_back_unrun(
     assert transport.reading
 
 
-def test_connection_idle_deadline_is_rescheduled_not_recreated(loop: RecordingLoop) -> None:
-    """Each read that completes a request pushes the one idle timer via loop.reschedule."""
+def test_connection_idle_timer_is_not_touched_by_reads(loop: RecordingLoop) -> None:
+    """A read that completes a request only notes when it came: the one idle timer is not
+    moved (no reschedule, no new timer), whatever the loop offers."""
     conn, _, _ = _connection(loop, idle_timeout=30.0)
     first_timer = conn._idle
-    conn.data_received(b"GET b")  # no complete request: no push
-    assert loop.rescheduled == []
-    conn.data_received(b" k\n")
-    assert len(loop.rescheduled) == 1
-    handle, when = loop.rescheduled[0]
-    assert handle is first_timer and conn._idle is first_timer
-    assert when == pytest.approx(loop.time() + 30.0, abs=0.5)
-
-
-def test_connection_idle_timer_no_longer_armed_is_replaced(loop: RecordingLoop) -> None:
-    """If reschedule reports the timer was not armed any more, a new one is made."""
-    conn, _, _ = _connection(loop)
-    first_timer = conn._idle
-    loop.armed = False
+    before = loop.time()
     conn.data_received(b"GET b k\n")
-    assert conn._idle is not first_timer and conn._idle is not None
+    conn.data_received(b"GET b k\n")
+    assert loop.rescheduled == [] and conn._idle is first_timer
+    assert first_timer is not None and not first_timer.cancelled()
+    assert before <= conn._idle_from <= loop.time()
 
 
-def test_connection_idle_timer_without_reschedule_is_replaced() -> None:
-    """On a loop without reschedule the idle timer is cancelled and re-created."""
-    loop = asyncio.SelectorEventLoop()
-    try:
-        conn, _, _ = _connection(loop)
-        first_timer = conn._idle
-        conn.data_received(b"GET b k\n")
-        assert first_timer is not None and first_timer.cancelled()
-        assert conn._idle is not first_timer
-    finally:
-        loop.close()
+def test_connection_idle_timer_catches_up_with_activity_when_it_fires(
+    loop: RecordingLoop,
+) -> None:
+    """Fired after a take, the timer re-arms at that take plus the timeout and the connection
+    stays; fired with no take since it was armed, the connection closes."""
+    conn, transport, _ = _connection(loop, idle_timeout=30.0)
+    armed_at = conn._idle_at
+    conn._push_idle(armed_at - 10.0)  # a take 20 s after opening
+    conn._on_idle()
+    assert not transport.closed and conn._idle is not None
+    assert conn._idle_at == armed_at + 20.0 and conn._idle.when() == pytest.approx(armed_at + 20.0)
+    conn._on_idle()  # no take since: idle for the whole timeout
+    assert transport.closed
 
 
 def test_connection_request_timeout_answers_busy_then_drops_late_replies(

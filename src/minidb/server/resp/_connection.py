@@ -393,7 +393,7 @@ class RespConnection(Connection):
     def _on_idle(self) -> None:
         if self.session.pubsub.subscribed(self):
             # A subscriber waits for messages, not for replies: Redis never times it out.
-            self._idle = self._loop.call_at(self._loop.time() + self._idle_s, self._on_idle)
+            self._arm_idle(self._loop.time() + self._idle_s)
             return
         super()._on_idle()
 
