@@ -653,3 +653,13 @@ def test_connection_counts_each_batch_latency_from_send_to_write(loop: Recording
     assert stats.latency_buckets[LATENCY_BOUNDS_S.index(0.5)] == 2
     assert sum(stats.latency_buckets) == 2
     assert stats.latency_sum_s == pytest.approx(0.6)
+
+
+def test_hub_observe_inline_counts_as_a_latency_of_zero(loop: RecordingLoop) -> None:
+    """Requests served in their read's callback land where ``observe_latency(0.0)`` puts them."""
+    inline, _, _ = _connection(loop)
+    timed, _, _ = _connection(loop)
+    inline._hub.observe_inline(5)
+    timed._hub.observe_latency(0.0, 5)
+    assert inline._hub.latency_buckets == timed._hub.latency_buckets
+    assert inline._hub.latency_buckets[0] == 5 and inline._hub.latency_sum == 0.0

@@ -895,7 +895,7 @@ class StoreOwner:
         """Whether a connection may serve a plain read in its own callback now (see
         "Inline reads"): the owner waits for work, none is queued, so no group is half
         done (the journal is empty) and nobody is overtaken."""
-        return self._waiting and not self.mailbox
+        return self._waiting and not self.mailbox.queued
 
     def count_inline(self, requests: int) -> None:
         """Count ``requests`` a connection served inline (they are the owner's answers)."""

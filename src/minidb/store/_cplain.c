@@ -782,18 +782,53 @@ dispatch(Run *r, PyObject *argv, Out *o)
     return FALLBACK;
 }
 
+/* Whether ``a`` and ``b`` (bytes) hold the same bytes. */
 static int
-count_call(PyObject *calls, PyObject *name)
+same_bytes(PyObject *a, PyObject *b)
 {
-    PyObject *seen = PyDict_GetItemWithError(calls, name);
+    return a == b
+           || (PyBytes_CheckExact(a) && PyBytes_CheckExact(b)
+               && PyBytes_GET_SIZE(a) == PyBytes_GET_SIZE(b)
+               && memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), PyBytes_GET_SIZE(a)) == 0);
+}
+
+/* Commands counted per name in ``calls`` (name as sent -> count), as the executor counts them:
+ * a run of one name adds to the dict once, not once a command. */
+typedef struct {
+    PyObject *calls;
+    PyObject *name; /* borrowed: an argv's, alive while the run is */
+    long long pending;
+} Counts;
+
+static int
+counts_flush(Counts *c)
+{
+    if (c->pending == 0)
+        return 0;
+    PyObject *seen = PyDict_GetItemWithError(c->calls, c->name);
     if (seen == NULL && PyErr_Occurred())
         return -1;
-    PyObject *count = seen ? PyNumber_Add(seen, one) : new_ref(one);
+    PyObject *add = PyLong_FromLongLong(c->pending);
+    PyObject *count = add == NULL ? NULL : seen ? PyNumber_Add(seen, add) : new_ref(add);
+    Py_XDECREF(add);
     if (count == NULL)
         return -1;
-    int rc = PyDict_SetItem(calls, name, count);
+    int rc = PyDict_SetItem(c->calls, c->name, count);
     Py_DECREF(count);
+    if (rc == 0)
+        c->pending = 0;
     return rc;
+}
+
+static int
+count_call(Counts *c, PyObject *name)
+{
+    if (c->pending && !same_bytes(name, c->name) && counts_flush(c) < 0)
+        return -1;
+    if (c->pending == 0)
+        c->name = name;
+    c->pending++;
+    return 0;
 }
 
 static PyObject *
@@ -813,11 +848,12 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r.now_ms = PyLong_AsLongLong(args[6]);
     long long room = PyLong_AsLongLong(args[7]);
     r.max_reply = PyLong_AsSsize_t(args[8]);
-    PyObject *calls = args[9], *fallback = args[10];
+    PyObject *fallback = args[10];
+    Counts counts = {args[9], NULL, 0};
     r.reads_only = fallback == Py_None;
     if (PyErr_Occurred())
         return NULL;
-    if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(calls)) {
+    if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(counts.calls)) {
         PyErr_SetString(PyExc_TypeError, "run() needs a list of argvs, a bytes bucket and a dict");
         return NULL;
     }
@@ -844,15 +880,15 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (done == FAILED)
             goto error;
         if (done == DONE) {
-            if (count_call(calls, PyList_GET_ITEM(argv, 0)) < 0)
+            if (count_call(&counts, PyList_GET_ITEM(argv, 0)) < 0)
                 goto error;
         }
         else if (r.reads_only) {
             break; /* the caller sends the rest to the owner */
         }
         else {
-            if (run_settle_keys(&r) < 0)
-                goto error;
+            if (run_settle_keys(&r) < 0 || counts_flush(&counts) < 0)
+                goto error; /* Python counts its own, in order with the run's */
             PyObject *reply = PyObject_CallOneArg(fallback, argv);
             if (reply == NULL)
                 goto error;
@@ -867,16 +903,29 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         room -= o.len - before;
     }
-    if (run_settle_keys(&r) < 0)
+    if (run_settle_keys(&r) < 0 || counts_flush(&counts) < 0)
         goto error;
     run_release(&r);
     PyObject *replies = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
     PyMem_Free(o.data);
     if (replies == NULL)
         return NULL;
-    return Py_BuildValue("(nNL)", at, replies, room);
+    PyObject *stop = PyLong_FromSsize_t(at), *left = PyLong_FromLongLong(room);
+    PyObject *result = stop && left ? PyTuple_Pack(3, stop, replies, left) : NULL;
+    Py_XDECREF(stop);
+    Py_XDECREF(left);
+    Py_DECREF(replies);
+    return result;
 
 error:
+    {
+        /* What ran is counted; the run's own error is the one raised. */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        if (counts_flush(&counts) < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
     run_fail(&r);
     PyMem_Free(o.data);
     return NULL;
@@ -1426,19 +1475,27 @@ plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t end = PyLong_AsSsize_t(args[1]);
     if (end == -1 && PyErr_Occurred())
         return NULL;
+    /* A pipeline repeats one name: the same bytes as the command before take its arity
+     * without hashing a new name object for the dict. */
+    PyObject *last = NULL;
+    long arity = 0;
     for (; end < PyList_GET_SIZE(commands); end++) {
         PyObject *argv = PyList_GET_ITEM(commands, end);
         if (!PyList_CheckExact(argv) || PyList_GET_SIZE(argv) == 0)
             break;
-        PyObject *found = PyDict_GetItemWithError(arities, PyList_GET_ITEM(argv, 0));
-        if (found == NULL) {
-            if (PyErr_Occurred())
+        PyObject *name = PyList_GET_ITEM(argv, 0);
+        if (last == NULL || !same_bytes(name, last)) {
+            PyObject *found = PyDict_GetItemWithError(arities, name);
+            if (found == NULL) {
+                if (PyErr_Occurred())
+                    return NULL;
+                break;
+            }
+            arity = PyLong_AsLong(found);
+            if (arity == -1 && PyErr_Occurred())
                 return NULL;
-            break;
+            last = name;
         }
-        long arity = PyLong_AsLong(found);
-        if (arity == -1 && PyErr_Occurred())
-            return NULL;
         Py_ssize_t argc = PyList_GET_SIZE(argv);
         if (arity > 0 ? argc != arity : argc < -arity)
             break;

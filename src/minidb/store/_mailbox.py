@@ -169,7 +169,8 @@ class Mailbox:
         self.reserve = capacity // QUIET_RESERVE_FRACTION
         """Places only quiet senders may fill."""
         self._batches: deque[Batch] = deque()
-        self._queued = 0
+        self.queued = 0
+        """Requests waiting (``len``; read as the attribute on the hot path: no call)."""
         self._waiter: asyncio.Future[None] | None = None
         self._woken = False
         self._closed = False
@@ -182,7 +183,7 @@ class Mailbox:
 
     def __len__(self) -> int:
         """Requests waiting."""
-        return self._queued
+        return self.queued
 
     @property
     def closed(self) -> bool:
@@ -190,19 +191,19 @@ class Mailbox:
 
     def room(self) -> int:
         """How many more requests fit right now."""
-        return self.capacity - self._queued
+        return self.capacity - self.queued
 
     def room_for(self, sender: object, quiet: bool) -> int:
         """How many requests ``sender`` may put now (may be negative: none): nothing while
         others queue for room ahead of it. Once closed, at least 1, so that senders learn it
         from ``put_nowait``."""
         if self._closed:
-            return max(1, self.capacity - self._queued)
+            return max(1, self.capacity - self.queued)
         if sender is not self._serving and (self._quiet or (self._busy and not quiet)):
             return 0
         if quiet:
-            return self.capacity - self._queued
-        return self.capacity - self.reserve - self._queued
+            return self.capacity - self.queued
+        return self.capacity - self.reserve - self.queued
 
     def wait_room(self, sender: RoomWaiter, *, quiet: bool) -> None:
         """Queue ``sender`` for room; ``quiet`` ones are served first."""
@@ -226,10 +227,10 @@ class Mailbox:
         self._handing_out = True
         try:
             while True:
-                if self._quiet and (self._closed or self._queued < self.capacity):
+                if self._quiet and (self._closed or self.queued < self.capacity):
                     queue = self._quiet
                 elif self._busy and (
-                    self._closed or self._queued < self.capacity - self.reserve
+                    self._closed or self.queued < self.capacity - self.reserve
                 ):
                     queue = self._busy
                 else:
@@ -247,7 +248,7 @@ class Mailbox:
         if self._closed:
             raise UnavailableError("store unavailable")
         self._batches.append(batch)
-        self._queued += batch.size
+        self.queued += batch.size
         waiter = self._waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -279,7 +280,7 @@ class Mailbox:
             batch = batches.popleft()
             count += batch.size
             taken.append(batch)
-        self._queued -= count
+        self.queued -= count
         if self._quiet or self._busy:
             self._hand_out()
         return taken
@@ -294,7 +295,7 @@ class Mailbox:
             batch = batches.popleft()
             count += batch.size
             taken.append(batch)
-        self._queued -= count
+        self.queued -= count
         if taken and (self._quiet or self._busy):
             self._hand_out()
         return taken
@@ -311,7 +312,7 @@ class Mailbox:
         """Remove and return everything queued (used when the owner died)."""
         taken = list(self._batches)
         self._batches.clear()
-        self._queued = 0
+        self.queued = 0
         if self._quiet or self._busy:
             self._hand_out()
         return taken
