@@ -153,6 +153,27 @@ def test_oversized_input_decodes_alike(data: bytes) -> None:
             )
 
 
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"*1\rX$4\r\nPING\r\n",
+        b"*1\r\n$4\rXPING\r\n",
+        b"*12\rX" + b"$1\r\nx\r\n" * 12,
+        b"*1\r\n$10\rX0123456789\r\n",
+        b"*1\r\r\n$4\r\nPING\r\n",
+        b"*01\r\n$4\r\nPING\r\n",
+        b"*1\r\n$04\r\nPING\r\n",
+        b"*1\r\n$0\r\n\r\n",
+    ],
+    ids=repr,
+)
+def test_short_headers_decode_alike(data: bytes) -> None:
+    """One- and two-digit headers (the C scan's fast path) that are not quite one: a CR not
+    followed by LF, a leading zero, a zero length: the same outcome with the C scans."""
+    for reads in ([data], [data[:3], data[3:]]):
+        assert _outcome(True, reads, 16, True, {}) == _outcome(False, reads, 16, True, {})
+
+
 _SIZES = st.integers(-3, 70) | st.sampled_from([2**31, 2**62, -(2**62), 2**63 - 1, -(2**63)])
 
 

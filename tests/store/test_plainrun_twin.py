@@ -183,6 +183,37 @@ def test_c_run_refuses_at_exactly_max_reply_as_python_does() -> None:
             assert c == python, (argvs[-1], max_reply)
 
 
+@needs_c
+def test_c_run_sees_a_bucket_made_or_emptied_inside_the_run() -> None:
+    """A read after a write that made a new bucket, or emptied one, sees what it left."""
+    runs = (
+        [[b"GET", b"a"], [b"SET", b"a", b"1"], [b"GET", b"a"]],
+        [[b"SET", b"a", b"1"], [b"DEL", b"a"], [b"GET", b"a"], [b"EXISTS", b"a"]],
+    )
+    for argvs in runs:
+        for bucket in (b"new", b"other"):
+            sides = []
+            for run in (_plainrun._c.run, run_plain_python):  # type: ignore[union-attr]
+                ks = Keyspace(now_ms=NOW_MS)
+                journal = OpJournal()
+                session = Session()
+                executor = RespExecutor()
+
+                def fallback(argv: list[bytes], ks: Keyspace = ks, journal: OpJournal = journal,
+                             session: Session = session, executor: RespExecutor = executor,
+                             bucket: bytes = bucket) -> bytes:  # fmt: skip
+                    session.bucket = bucket
+                    return executor._command(ks, session, argv, journal, NOW_MS)
+
+                stop, replies, _ = run(
+                    ks, journal, [list(a) for a in argvs], 0, bucket, 2, NOW_MS, 1 << 40,
+                    1 << 40, {}, fallback,
+                )  # fmt: skip
+                sides.append((stop, replies, sorted(ks.items())))
+            assert sides[0] == sides[1], (argvs, bucket)
+            assert sides[0][1].endswith(b"$1\r\n1\r\n") or sides[0][1].endswith(b":0\r\n")
+
+
 def test_plain_arity_matches_the_command_table() -> None:
     """A run takes only what the session would forward as it is: the same arities."""
     for name, arity in PLAIN_ARITY.items():

@@ -136,6 +136,19 @@ scan(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 static long long
 raw_header(const char *b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *next)
 {
+    /* The short forms most headers take ("*2\r\n", "$16\r\n") without the scan; exactly
+     * what the general path below answers for them (a leading zero is left to it). */
+    if (p + 3 < end && b[p + 1] >= '0' && b[p + 1] <= '9') {
+        if (b[p + 2] == '\r' && b[p + 3] == '\n') {
+            *next = p + 4;
+            return b[p + 1] - '0';
+        }
+        if (p + 4 < end && b[p + 1] != '0' && b[p + 2] >= '0' && b[p + 2] <= '9'
+            && b[p + 3] == '\r' && b[p + 4] == '\n') {
+            *next = p + 5;
+            return (b[p + 1] - '0') * 10 + (b[p + 2] - '0');
+        }
+    }
     long long value;
     Py_ssize_t room = end - p - 1;
     if (room > 21)

@@ -150,6 +150,9 @@ typedef struct {
     Py_ssize_t max_reply;
     Py_ssize_t keys_delta; /* keys added less keys removed, not yet added to ks._keys */
     int reads_only;        /* no fallback: stop at a write, or at what needs Python */
+    PyObject *read_bucket; /* a reads-only run's bucket dict (borrowed: nothing it runs can
+                            * add or drop a bucket), once looked up */
+    int read_bucket_known;
 } Run;
 
 enum { DONE = 1, FALLBACK = 0, FAILED = -1 };
@@ -190,6 +193,7 @@ static int
 run_load(Run *r)
 {
     run_release(r);
+    r->read_bucket_known = 0;
     r->buckets = PyObject_GetAttr(r->ks, s_buckets);
     if (r->buckets == NULL)
         return -1;
@@ -373,9 +377,21 @@ static int
 lookup(Run *r, PyObject *key, PyObject **value, long long *tick)
 {
     *value = NULL;
-    PyObject *found = bucket_dict(r);
+    PyObject *found;
+    if (r->read_bucket_known) {
+        found = r->read_bucket;
+    }
+    else {
+        found = bucket_dict(r);
+        if (found == NULL && PyErr_Occurred())
+            return -1;
+        if (r->reads_only) {
+            r->read_bucket = found;
+            r->read_bucket_known = 1;
+        }
+    }
     if (found == NULL)
-        return PyErr_Occurred() ? -1 : F_MISSING;
+        return F_MISSING;
     PyObject *stored = PyDict_GetItemWithError(found, key);
     if (stored == NULL)
         return PyErr_Occurred() ? -1 : F_MISSING;
