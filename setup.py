@@ -51,12 +51,14 @@ setup(
         Extension(
             "minidb.wal._cpayload",
             ["src/minidb/wal/_cpayload.c"],
+            depends=["src/minidb/wal/_crc32c.h"],  # shared CRC32C (in the sdist too)
             extra_compile_args=_FLAGS,
             optional=True,
         ),
         Extension(
             "minidb.wal._creader",
             ["src/minidb/wal/_creader.c"],
+            depends=["src/minidb/wal/_crc32c.h"],  # shared CRC32C (in the sdist too)
             extra_compile_args=_FLAGS,
             optional=True,
         ),
