@@ -130,7 +130,7 @@ class ListUndo(ContainerUndo):
 
 class ScoresUndo(ContainerUndo):
     """Members of a sorted set whose scores were set or that were removed: each member with
-    its score before, None if absent (``_values.zset_add`` / ``zset_remove``)."""
+    its score before, None if absent (``_zsetvalue.zset_add`` / ``zset_remove``)."""
 
     __slots__ = ("olds",)
 

@@ -1,19 +1,20 @@
 """The values a key holds: a string (``bytes``) or a container (a hash, a set, a list, a
 sorted set), and what Redis says of each (``TYPE``, ``OBJECT ENCODING``).
 
-A hash, set or sorted set is a plain ``dict`` (hash: field -> value) or ``set`` (members)
-subclass with three slots, so every dict and set operation runs at C speed and the C
-accelerators, which take anything that is not exactly ``bytes`` for "not mine", leave them to
-Python; a list is a small slotted object holding its elements (``ListValue``, below) with the
-same three attributes:
+A set is a plain ``set`` subclass with three slots, so every set operation runs at C speed;
+a list is a small slotted object holding its elements (``ListValue``, below); a hash
+(``_hashvalue``) and a sorted set (``_zsetvalue``) are slotted objects that keep a small
+container packed in one ``bytes`` and a large one in a dict. The C accelerators take anything
+that is not exactly ``bytes`` for "not mine" and leave it to Python. Every container has these
+attributes:
 
 - ``epoch``: the keyspace's copy-on-write mark (``Keyspace``, "Snapshots of containers"):
   a container whose epoch is below the keyspace's mark may be read by a snapshot being written
   in another thread, and is copied before its first change.
 - ``encoding``: what ``OBJECT ENCODING`` answers. Redis keeps a small container compact
   (``listpack``, or ``intset`` for a set of few integers) and converts it to a ``hashtable``
-  as it grows past its thresholds, one way only; minidb keeps Python's dict or set whatever
-  the size (the memory trade is the README's) but follows the same conversions, decided by the
+  as it grows past its thresholds, one way only; minidb's representation is its own (the
+  memory trade is the README's) but the encoding it reports follows the same conversions, decided by the
   functions here (Redis 7.2's ``t_hash.c`` / ``t_set.c``), so a client reading the encoding
   sees Redis's answer. A container built from a snapshot gets the encoding its contents call
   for, as Redis's own RDB load does.
