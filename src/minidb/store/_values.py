@@ -14,10 +14,10 @@ attributes:
 - ``encoding``: what ``OBJECT ENCODING`` answers. Redis keeps a small container compact
   (``listpack``, or ``intset`` for a set of few integers) and converts it to a ``hashtable``
   as it grows past its thresholds, one way only; minidb's representation is its own (the
-  memory trade is the README's) but the encoding it reports follows the same conversions, decided by the
-  functions here (Redis 7.2's ``t_hash.c`` / ``t_set.c``), so a client reading the encoding
-  sees Redis's answer. A container built from a snapshot gets the encoding its contents call
-  for, as Redis's own RDB load does.
+  memory trade is the README's) but the encoding it reports follows the same conversions,
+  decided by the functions here (Redis 7.2's ``t_hash.c`` / ``t_set.c``), so a client reading
+  the encoding sees Redis's answer. A container built from a snapshot gets the encoding its
+  contents call for, as Redis's own RDB load does.
 - ``scan``: the ``ScanIndex`` of its elements that HSCAN/SSCAN cursors and random picks use
   (``_elementscan``), built on first use and dropped by any change to which elements it holds
   (the functions here, and undo, drop it), so a container never scanned pays nothing.
