@@ -37,6 +37,14 @@ complete is waiting (a pipelined command after it pauses reading, as the in-flig
 does). A client that leaves (EOF or reset) while blocked ends its wait at once: the waiter is
 removed, nothing is left behind.
 
+Subscriptions in order. The session applies a (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE or RESET when
+it decides it, while a PUBLISH before it runs later, on the owner; so such a command
+(``ACTS_ON_SUBSCRIPTIONS``) that comes while owner requests of this connection are
+unanswered, in this take or an earlier one, is not decided yet: the take ends before it and
+it waits in the decoder (``hold``, as behind a blocking command) until they are answered and
+written. Then PUBLISH sees the subscriptions of its own place in the stream, as in Redis. With
+nothing in flight (the usual SUBSCRIBE) it costs one test.
+
 Closing. ``QUIT`` is answered ``+OK`` and a protocol error ``-ERR Protocol error: ...``; in
 both cases the decoder stops there (pipelined commands after it are dropped unread, never run)
 and the connection drains: it closes once every reply before it, and it, are written. An HTTP
@@ -46,7 +54,7 @@ request line sent to the port closes without a reply, as Redis does.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import Any
 
 from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
@@ -59,7 +67,7 @@ from minidb.server.resp._executor import (
     RespRequest,
     unwatch_request,
 )
-from minidb.server.resp._pubsub import message_frames
+from minidb.server.resp._pubsub import ACTS_ON_SUBSCRIPTIONS, message_frames
 from minidb.server.resp._session import RespSession, SessionConfig, SessionEnv
 from minidb.server.resp._types import (
     Close,
@@ -126,7 +134,11 @@ class RespRequests:
         """A ``PlainRun`` was made: from then on this connection's requests do not all weigh
         one."""
         self.hold = False
-        """A blocking command was taken: nothing more is taken until its reply is written."""
+        """A blocking command was taken, or a subscription change waits for the owner's
+        replies before it: nothing more is taken until every reply owed is written."""
+        self.unanswered: Sized = ()
+        """The connection's batches not yet written (its queue): a subscription change waits
+        while it is not empty."""
 
     def receive(self, data: bytes) -> None:
         if not self.closing:
@@ -187,6 +199,9 @@ class RespRequests:
         env = self._env
         decoder = self._decoder
         taken = 0  # commands taken (a PlainRun stands for several)
+        if self.hold:
+            return out  # the connection's next take, once every reply owed is written
+        unanswered = self.unanswered
         while taken < limit and not self.closing:
             commands = self._held
             self._held = []
@@ -231,6 +246,12 @@ class RespRequests:
                     at = stop
                     continue
                 argv = commands[at]
+                if (out or unanswered) and _waits_for_owner(argv, out, unanswered):
+                    # Decided now it would act before the owner's requests ahead of it run:
+                    # it waits for their replies (see "Subscriptions in order").
+                    self.hold = True
+                    self._held = commands[at:]
+                    break
                 at += 1
                 rejected = session.rejected
                 action = session.handle(argv, env)
@@ -292,6 +313,7 @@ class RespConnection(Connection):
         self.requests_decoder = RespRequests(session, self.side, context)
         session.close_connection = self.kill
         super().__init__(hub, loop, self.requests_decoder)
+        self.requests_decoder.unanswered = self._pending
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         session = self.session
@@ -302,10 +324,15 @@ class RespConnection(Connection):
 
     def _take(self) -> None:
         decoder = self.requests_decoder
-        if decoder.hold and not self._pending:
-            decoder.hold = False  # the blocking command's reply is written: go on
-        if not decoder.hold:
-            super()._take()
+        while True:
+            if decoder.hold and not self._pending:
+                decoder.hold = False  # every reply it waited for is written: go on
+            if not decoder.hold:
+                super()._take()
+            if not decoder.hold or self._pending or self._closed:
+                break
+            # Held, yet nothing is owed: what came before was answered at once (plain reads
+            # served inline, refusals), and no flush will call back; go on now.
         if decoder.hold:
             # Blocked (or about to be): what follows waits for the reply, and a backlog has
             # the flush that writes it take again.
@@ -459,6 +486,14 @@ class RespConnection(Connection):
             # The keyspace holds this connection's watch: one last request forgets it. Sent
             # past the room check (one request over capacity at most per closing connection).
             self._send_last([unwatch_request(self.side)])
+
+
+def _waits_for_owner(argv: list[bytes], out: list[Any], unanswered: Sized) -> bool:
+    """Whether ``argv`` changes what a PUBLISH sees of this connection while an owner request
+    before it (in ``out``, this take's, or ``unanswered``) has not run yet."""
+    if not argv or argv[0].lower() not in ACTS_ON_SUBSCRIPTIONS:
+        return False
+    return bool(unanswered) or any(type(request) is not bytes for request in out)
 
 
 def _address(peer: object) -> str:

@@ -36,6 +36,11 @@ SUBSCRIBE_FAMILY = frozenset(
 )
 ALLOWED_WHEN_SUBSCRIBED = SUBSCRIBE_FAMILY | {"ping", "quit", "reset"}
 """What a RESP2 connection with subscriptions may run (Redis's ``processCommand``)."""
+ACTS_ON_SUBSCRIPTIONS = frozenset(name.encode() for name in SUBSCRIBE_FAMILY | {"reset"})
+"""Commands (lower case) that change what the owner's PUBLISH sees of this connection: its
+subscriptions. The session runs them when the connection reads them, so the connection
+decides one only once every owner request before it is answered (``RespRequests``): a
+PUBLISH pipelined before a SUBSCRIBE then answers 0 and delivers nothing, as in Redis."""
 
 NOT_IN_MULTI = ErrorReply("ERR Command not allowed inside a transaction")
 _TOO_LONG = ErrorReply(f"ERR channel or pattern name too long: at most {MAX_CHANNEL_BYTES} bytes")
@@ -199,6 +204,7 @@ def message_frames(messages: list[tuple[Message, bytes | None]], protocol: int) 
 
 
 __all__ = [
+    "ACTS_ON_SUBSCRIPTIONS",
     "ALLOWED_WHEN_SUBSCRIBED",
     "MAX_CHANNEL_BYTES",
     "NOT_IN_MULTI",
