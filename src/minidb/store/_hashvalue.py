@@ -11,8 +11,8 @@ either, one way only (``hash_prepare``, ``hash_set``; a snapshot's load gets the
 contents call for, as Redis's RDB load does).
 
 The representation (``data``) follows the encoding, as a list's does (``ListValue``): a small
-listpack hash keeps all its fields and values in ONE immutable ``bytes`` object, the
-``marshal`` of the tuple (field, value, field, value, ...) in insertion order. Issue 19: a
+listpack hash keeps all its fields and values in ONE immutable ``bytes`` object, the tuple
+(field, value, field, value, ...) in insertion order packed by ``_packed``. Issue 19: a
 ``dict`` of 4 short fields costs ~230 bytes and its 8 ``bytes`` objects ~48 each (737 bytes a
 key against Redis's 136); packed, the same hash is one ~120-byte object. ``marshal`` encodes
 and decodes at C speed (a 4-field hash decodes in ~0.4 us), so a read decodes the tuple and
@@ -38,7 +38,6 @@ the copy is O(1)); a dict is copied.
 
 from __future__ import annotations
 
-import marshal
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
@@ -49,6 +48,7 @@ from minidb.store._encodings import (
     HASHTABLE,
     LISTPACK,
 )
+from minidb.store._packed import EMPTY, pack, pack_pairs, pair_count, unpack
 from minidb.store._scanindex import ScanIndex
 
 PACKED_MAX_ENTRIES = 32
@@ -58,45 +58,19 @@ process (``execute``, 2 shared cores, best of 14 x 2,000): HGET 1.1 us on a dict
 6.0 / 8.4 / 9.3 us packed. Packed to 128 fields (listpack's own limit) a decode alone would
 be ~10 us and an HSET ~25 us, a sizeable part of a command over a socket (40-100 us here,
 redis-benchmark -c 4, where the packed 4-32 field figures were within the noise)."""
-_MARSHAL_VERSION = 4
-"""Pinned so the packed format, and ``_packed_len``'s reading of its header, do not drift."""
-
-_loads, _dumps = marshal.loads, marshal.dumps
-
-
-def _packed(flat: tuple[bytes, ...]) -> bytes:
-    """The packed form of field, value, ... (``flat``), in a ``bytes`` of its exact size.
-
-    Copied once more: ``marshal.dumps`` writes into a buffer of at least 1 KiB (C ``malloc``,
-    past CPython's small-object allocator) and shrinks it in place, and kept there each small
-    hash would leave a hole in the C heap that the server rarely refills (found for packed
-    sorted sets, 28e006f); the copy lives in pymalloc's pools."""
-    return bytes(memoryview(_dumps(flat, _MARSHAL_VERSION)))
 
 
 def _pack(table: dict[bytes, bytes]) -> bytes:
-    return _packed(tuple(chain.from_iterable(table.items())))
+    return pack_pairs(table.items())
 
 
 def _unpack(blob: bytes) -> dict[bytes, bytes]:
-    flat = _loads(blob)
+    flat = unpack(blob)
     return dict(zip(flat[0::2], flat[1::2], strict=True))
 
 
-_SMALL_TUPLE, _TUPLE, _FLAG_REF = ord(")"), ord("("), 0x80
-
-
-def _packed_len(blob: bytes) -> int:
-    """Fields in a packed hash, read from the marshal header (a tuple's item count: one byte
-    for a small tuple, four little-endian for a larger one) without decoding the items."""
-    code = blob[0] & ~_FLAG_REF
-    if code == _SMALL_TUPLE:
-        return blob[1] >> 1
-    assert code == _TUPLE, f"not a packed hash: {blob[:8]!r}"
-    return int.from_bytes(blob[1:5], "little") >> 1
-
-
-_EMPTY = _pack({})
+_packed_len = pair_count
+"""Fields in a packed hash, read from its header without decoding them."""
 
 
 class HashValue:
@@ -148,13 +122,13 @@ class HashValue:
         data = self.data
         if isinstance(data, dict):
             return list(chain.from_iterable(data.items()))
-        return _loads(data)  # type: ignore[no-any-return]
+        return unpack(data)
 
     def get(self, field: bytes, default: bytes | None = None) -> bytes | None:
         data = self.data
         if isinstance(data, dict):
             return data.get(field, default)
-        flat = _loads(data)
+        flat = unpack(data)
         try:
             return flat[2 * flat[0::2].index(field) + 1]  # type: ignore[no-any-return]
         except ValueError:
@@ -170,7 +144,7 @@ class HashValue:
         data = self.data
         if isinstance(data, dict):
             return field in data
-        return field in _loads(data)[0::2]
+        return field in unpack(data)[0::2]
 
     def __len__(self) -> int:
         data = self.data
@@ -178,21 +152,21 @@ class HashValue:
 
     def __iter__(self) -> Iterator[bytes]:
         data = self.data
-        return iter(data if isinstance(data, dict) else _loads(data)[0::2])
+        return iter(data if isinstance(data, dict) else unpack(data)[0::2])
 
     def keys(self) -> Iterable[bytes]:
         data = self.data
-        return data.keys() if isinstance(data, dict) else _loads(data)[0::2]
+        return data.keys() if isinstance(data, dict) else unpack(data)[0::2]
 
     def values(self) -> Iterable[bytes]:
         data = self.data
-        return data.values() if isinstance(data, dict) else _loads(data)[1::2]
+        return data.values() if isinstance(data, dict) else unpack(data)[1::2]
 
     def items(self) -> Iterable[tuple[bytes, bytes]]:
         data = self.data
         if isinstance(data, dict):
             return data.items()
-        flat = _loads(data)
+        flat = unpack(data)
         return list(zip(flat[0::2], flat[1::2], strict=True))
 
     # Single-field changes, for undo (``FieldsUndo.revert``); commands use ``hash_set`` and
@@ -225,7 +199,7 @@ class HashValue:
 
 def new_hash(epoch: int) -> HashValue:
     """An empty hash, as Redis creates one (a listpack)."""
-    return HashValue(_EMPTY, LISTPACK, epoch)
+    return HashValue(EMPTY, LISTPACK, epoch)
 
 
 def hash_prepare(h: HashValue, pairs: Sequence[bytes]) -> None:
@@ -246,7 +220,7 @@ def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | 
         return _set_in_table(h, data, pairs)
     # Packed: changed in place in the flat list (an existing field keeps its place, a new one
     # goes last, as in a listpack) and encoded once, without building a dict.
-    flat = list(_loads(data))
+    flat = list(unpack(data))
     fields = flat[0::2]
     size = len(fields)
     olds: list[tuple[bytes, bytes | None]] = []
@@ -266,7 +240,7 @@ def hash_set(h: HashValue, pairs: Sequence[bytes]) -> list[tuple[bytes, bytes | 
         if len(fields) > HASH_MAX_LISTPACK_ENTRIES:
             h._encoding = HASHTABLE
     if h._encoding == LISTPACK and len(fields) <= PACKED_MAX_ENTRIES:
-        h.data = _packed(tuple(flat))
+        h.data = pack(tuple(flat))
     else:
         h.data = dict(zip(fields, flat[1::2], strict=True))
     return olds
@@ -303,7 +277,7 @@ def hash_delete(h: HashValue, fields: Iterable[bytes]) -> list[tuple[bytes, byte
             h.scan = None
             h._settle(data)  # packed again if it shrank to half the threshold
         return olds
-    flat = list(_loads(data))
+    flat = list(unpack(data))
     present = flat[0::2]
     for field in fields:
         try:
@@ -314,7 +288,7 @@ def hash_delete(h: HashValue, fields: Iterable[bytes]) -> list[tuple[bytes, byte
         del present[i], flat[2 * i : 2 * i + 2]
     if olds:
         h.scan = None
-        h.data = _packed(tuple(flat))
+        h.data = pack(tuple(flat))
     return olds
 
 

@@ -13,9 +13,10 @@ Theory of operation
 The representation follows the encoding, as a list's does (``_values.ListValue``):
 
 - *packed*: a listpack set of at most ``PACKED_MAX_MEMBERS`` members is ONE immutable
-  ``bytes``, ``marshal.dumps((score1, member1, score2, member2, ...))`` in rank order. With 5
-  short members that is about 130 bytes where a dict of member -> float, a float object a
-  score and a list of the order cost about 400 (issue 19: bytes a key at most 2.5x Redis's).
+  ``bytes``, the tuple (score1, member1, score2, member2, ...) in rank order packed by
+  ``_packed`` (``marshal``). With 5 short members that is about 130 bytes where a dict of
+  member -> float, a float object a score and a list of the order cost about 400 (issue 19:
+  bytes a key at most 2.5x Redis's).
   ``marshal`` writes a score as 9 bytes and a member as 5 plus its bytes, and reads them back
   into one tuple at C speed (~0.3 us for 5 members); every read decodes it, every change
   decodes it, changes a dict and a sorted plain list (``_open``), and writes it anew
@@ -37,11 +38,8 @@ shares it.
 
 from __future__ import annotations
 
-import marshal
-import struct
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import chain
 from typing import Any, TypeAlias
 
 from sortedcontainers import SortedList
@@ -52,6 +50,7 @@ from minidb.store._encodings import (
     ZSET_MAX_LISTPACK_ENTRIES,
     ZSET_MAX_LISTPACK_VALUE,
 )
+from minidb.store._packed import EMPTY, pack_pairs, pair_count, unpack
 from minidb.store._scanindex import ScanIndex
 from minidb.wal._ops import decode_score, encode_score
 
@@ -67,39 +66,6 @@ within about 2x; sets that small are the ones issue 19 counts."""
 
 Item = tuple[float, bytes]
 """(score, member), as ``order`` yields them."""
-
-MARSHAL_VERSION = 2
-"""marshal's format 2: a float in 9 bytes, a tuple as ``(`` and a 4-byte count, and no
-back-references (format 3 on adds them for objects referenced elsewhere, which made ``loads``
-of 128 members twice as slow for no bytes saved here)."""
-
-
-def _pack(ranked: Iterable[Item]) -> bytes:
-    """The packed form of (score, member) items in rank order.
-
-    Copied once more, because ``marshal.dumps`` writes into a buffer of at least 1,074
-    bytes (C ``malloc``, past CPython's small-object allocator) and shrinks it in place: kept,
-    a small set's bytes would stay in the C heap, where each leaves a hole behind it that the
-    server's other allocations rarely refill (measured: 384 bytes a key in the server with
-    bench/memory.py, 293 in one process; the copy, sized exactly, lives in pymalloc's pools)."""
-    return bytes(memoryview(marshal.dumps(tuple(chain.from_iterable(ranked)), MARSHAL_VERSION)))
-
-
-_EMPTY = _pack(())
-
-
-_COUNT = struct.Struct("<I")
-"""The item count of marshal's tuple, after its type byte."""
-
-
-def _packed_len(packed: bytes) -> int:
-    """The members of a packed set, from its header (the tuple's count) without decoding."""
-    return _COUNT.unpack_from(packed, 1)[0] >> 1  # type: ignore[no-any-return]
-
-
-def _unpack(packed: bytes) -> tuple[Any, ...]:
-    """The flat (score, member, ...) tuple of a packed set."""
-    return marshal.loads(packed)  # type: ignore[no-any-return]
 
 
 class _Unpacked:
@@ -229,7 +195,7 @@ class ZSetValue:
         Read it; change the set only through this module's functions."""
         data = self._data
         if type(data) is bytes:
-            return PackedOrder(_unpack(data))
+            return PackedOrder(unpack(data))
         return data.ranked  # type: ignore[union-attr]
 
     def scores(self) -> Mapping[bytes, float]:
@@ -237,7 +203,7 @@ class ZSetValue:
         members); read it only, and not across a change."""
         data = self._data
         if type(data) is bytes:
-            flat = _unpack(data)
+            flat = unpack(data)
             return dict(zip(flat[1::2], flat[::2], strict=True))
         return data.scores  # type: ignore[union-attr]
 
@@ -245,7 +211,7 @@ class ZSetValue:
         """(member, score) of each member (a packed set's in rank order)."""
         data = self._data
         if type(data) is bytes:
-            flat = _unpack(data)
+            flat = unpack(data)
             return list(zip(flat[1::2], flat[::2], strict=True))
         return data.scores.items()  # type: ignore[union-attr]
 
@@ -253,7 +219,7 @@ class ZSetValue:
         data = self._data
         if type(data) is not bytes:
             return data.scores.get(member)  # type: ignore[union-attr]
-        flat = _unpack(data)
+        flat = unpack(data)
         try:
             # Scores are floats, never equal to a member, so this finds only the member.
             return flat[flat.index(member) - 1]  # type: ignore[no-any-return]
@@ -270,20 +236,20 @@ class ZSetValue:
         data = self._data
         if type(data) is bytes:
             # Only a member (bytes) can equal a member: the scores are floats.
-            return isinstance(member, bytes) and member in _unpack(data)
+            return isinstance(member, bytes) and member in unpack(data)
         return member in data.scores  # type: ignore[union-attr]
 
     def __len__(self) -> int:
         data = self._data
         if type(data) is bytes:
-            return _packed_len(data)
+            return pair_count(data)
         return len(data.scores)  # type: ignore[union-attr]
 
     def __iter__(self) -> Iterator[bytes]:
         """The members (a packed set's in rank order)."""
         data = self._data
         if type(data) is bytes:
-            return iter(_unpack(data)[1::2])
+            return iter(unpack(data)[1::2])
         return iter(data.scores)  # type: ignore[union-attr]
 
     def __eq__(self, other: object) -> bool:
@@ -308,7 +274,7 @@ def _open(z: ZSetValue, encoding: str) -> tuple[dict[bytes, float], Ranked]:
     data = z._data
     if type(data) is not bytes:
         return data.scores, data.ranked  # type: ignore[union-attr]
-    flat = _unpack(data)
+    flat = unpack(data)
     ranked = list(zip(flat[::2], flat[1::2], strict=True))
     scores = dict(zip(flat[1::2], flat[::2], strict=True))
     return scores, SortedList(ranked) if encoding == SKIPLIST else ranked
@@ -318,7 +284,7 @@ def _settle(z: ZSetValue, encoding: str, scores: dict[bytes, float], ranked: Ran
     """Keep ``scores`` and ``ranked`` (from ``_open``, changed) in ``z`` as ``encoding`` and
     their size call for: packed, or unpacked."""
     if encoding == LISTPACK and len(scores) <= PACKED_MAX_MEMBERS:
-        z._data = _pack(ranked)
+        z._data = pack_pairs(ranked)
     elif type(z._data) is bytes:
         order = ranked if type(ranked) is SortedList else SortedList(ranked)
         z._data = _Unpacked(SKIPLIST if encoding == SKIPLIST else LISTPACK, scores, order)
@@ -355,7 +321,7 @@ def new_zset(size_hint: int, longest: int, epoch: int) -> ZSetValue:
     """An empty sorted set as Redis's ``zsetTypeCreate`` makes it for ``size_hint`` members of
     at most ``longest`` bytes: a listpack if they would fit one, else a skiplist."""
     if size_hint <= ZSET_MAX_LISTPACK_ENTRIES and longest <= ZSET_MAX_LISTPACK_VALUE:
-        return ZSetValue(_EMPTY, epoch)
+        return ZSetValue(EMPTY, epoch)
     return ZSetValue(_Unpacked(SKIPLIST, {}, SortedList()), epoch)
 
 
@@ -429,7 +395,7 @@ def zset_from(pairs: Iterable[tuple[bytes, float]], epoch: int) -> ZSetValue:
     small = len(scores) <= ZSET_MAX_LISTPACK_ENTRIES and all(
         len(member) <= ZSET_MAX_LISTPACK_VALUE for member in scores
     )
-    z = ZSetValue(_EMPTY, epoch)
+    z = ZSetValue(EMPTY, epoch)
     ranked = sorted((score, member) for member, score in scores.items())
     _settle(z, LISTPACK if small else SKIPLIST, scores, ranked)
     return z
