@@ -211,8 +211,8 @@ encode_plain_puts(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * concatenations for its frame, about a quarter of what a pipelined SET cost the server.
  *
  * CRC32C (Castagnoli, as ``google-crc32c`` computes it): the SSE4.2 ``crc32`` instruction when
- * the CPU has it (checked at import), else a slicing-by-8 table; the same code as
- * ``_creader.c``'s, which reads these records back. */
+ * the CPU has it (checked at import), else a slicing-by-8 table: ``_crc32c.h``, shared with
+ * ``_creader.c``, which reads these records back. */
 
 #define RECORD_HEADER 13 /* length u32, type u8, header_crc u32, crc u32 */
 #define HEADER_CRC_SPAN 5 /* what header_crc covers: length and type */
@@ -326,26 +326,6 @@ done:
     return framed;
 }
 
-/* ``crc32c(data, initial=0, portable=False)``: for the tests, both ways of the checksum. */
-static PyObject *
-crc32c_py(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"data", "initial", "portable", NULL};
-    Py_buffer data;
-    unsigned int initial = 0;
-    int portable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|Ip", keywords, &data, &initial,
-                                     &portable))
-        return NULL;
-    uint32_t crc;
-    if (portable)
-        crc = ~crc_portable(~(uint32_t)initial, data.buf, (size_t)data.len);
-    else
-        crc = crc32c_extend((uint32_t)initial, data.buf, (size_t)data.len);
-    PyBuffer_Release(&data);
-    return PyLong_FromUnsignedLong(crc);
-}
-
 static PyMethodDef cpayload_methods[] = {
     {"pack_puts_from", (PyCFunction)(void (*)(void))pack_puts_from, METH_FASTCALL,
      "pack_puts_from(bucket, mapping, pos, limit) -> (payload or None, next pos)\n\n"
@@ -357,8 +337,7 @@ static PyMethodDef cpayload_methods[] = {
     {"frame_groups", (PyCFunction)(void (*)(void))frame_groups, METH_FASTCALL,
      "frame_groups(put_type, encode_ops, first_number, groups) -> bytes\n\n"
      "Each group of ops as one framed DATA record numbered from first_number, joined."},
-    {"crc32c", (PyCFunction)(void (*)(void))crc32c_py, METH_VARARGS | METH_KEYWORDS,
-     "crc32c(data, initial=0, portable=False) -> int: the CRC32C frame_groups computes."},
+    CRC32C_METHOD,
     {NULL, NULL, 0, NULL},
 };
 

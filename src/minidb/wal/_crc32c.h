@@ -2,10 +2,16 @@
  * ``crc32`` instruction when the CPU has it (checked once, at import, by ``crc32c_init``), else
  * a slicing-by-8 table. One copy for the reader (``_creader.c``) and the framer
  * (``_cpayload.c``), each of which includes it: every function is ``static``, so each module
- * keeps its own table, filled by its own init. */
+ * keeps its own table, filled by its own init. Each also exposes both ways of the checksum to
+ * the tests as ``crc32c(data, initial=0, portable=False)`` (``crc32c_py``, listed in its
+ * method table by ``CRC32C_METHOD``), so include ``Python.h`` first. */
 
 #ifndef MINIDB_CRC32C_H
 #define MINIDB_CRC32C_H
+
+#ifndef Py_PYTHON_H
+#error "include Python.h before _crc32c.h (its crc32c test wrapper is a Python function)"
+#endif
 
 #include <stdint.h>
 #include <string.h>
@@ -99,5 +105,33 @@ crc32c_init(void)
     hardware_crc = __builtin_cpu_supports("sse4.2");
 #endif
 }
+
+/* ``crc32c(data, initial=0, portable=False)``: for the tests, both ways of the checksum (the
+ * CPU's instruction where ``crc32c_init`` found it, and the table). ``initial`` is taken
+ * modulo 2**32, as the ``I`` format does. */
+static PyObject *
+crc32c_py(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *keywords[] = {"data", "initial", "portable", NULL};
+    Py_buffer data;
+    unsigned int initial = 0;
+    int portable = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|Ip", keywords, &data, &initial,
+                                     &portable))
+        return NULL;
+    uint32_t crc;
+    if (portable)
+        crc = ~crc_portable(~(uint32_t)initial, data.buf, (size_t)data.len);
+    else
+        crc = crc32c_extend((uint32_t)initial, data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+/* ``crc32c_py``'s entry in a module's ``PyMethodDef`` table. */
+#define CRC32C_METHOD                                                                          \
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c_py, METH_VARARGS | METH_KEYWORDS,           \
+     "crc32c(data, initial=0, portable=False) -> CRC32C of data continuing from initial "     \
+     "(portable: the table, not the CPU's instruction)."}
 
 #endif /* MINIDB_CRC32C_H */

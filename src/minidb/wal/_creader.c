@@ -29,8 +29,8 @@
  * tests in ``tests/wal/test_creader.py`` hold the two to each other.
  *
  * CRC32C (Castagnoli, as ``google-crc32c`` computes it): the SSE4.2 ``crc32`` instruction when
- * the CPU has it (checked at run time), else a slicing-by-8 table. ``crc32c(data, initial=0,
- * portable=False)`` exposes both to the tests.
+ * the CPU has it (checked at run time), else a slicing-by-8 table (``_crc32c.h``, whose
+ * ``crc32c(data, initial=0, portable=False)`` exposes both to the tests).
  *
  * Why C: replay at start and ``minidb restore`` spent about 3 us a record in the Python reader
  * and decoder (framing, two checksum calls, struct unpacks, the named tuples); here a record
@@ -412,27 +412,6 @@ fail:
     return NULL;
 }
 
-/* -- the checksum, for the tests ---------------------------------------------------------- */
-
-static PyObject *
-crc32c(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *keywords[] = {"data", "initial", "portable", NULL};
-    Py_buffer view;
-    unsigned long initial = 0;
-    int portable = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|kp", keywords, &view, &initial,
-                                     &portable))
-        return NULL;
-    uint32_t crc = (uint32_t)initial;
-    if (portable)
-        crc = ~crc_portable(~crc, view.buf, (size_t)view.len);
-    else
-        crc = crc32c_extend(crc, view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(crc);
-}
-
 static PyMethodDef creader_methods[] = {
     {"scan_run", (PyCFunction)(void (*)(void))scan_run, METH_FASTCALL,
      "scan_run(buf, pos, number, limit) -> (pos, count)\n\n"
@@ -441,9 +420,7 @@ static PyMethodDef creader_methods[] = {
      "decode_run(buf, pos, number, limit, spec) -> (entries, pos)\n\n"
      "The plainly valid DATA records from pos, up to limit, each decoded into "
      "entry(number, offset, ops)."},
-    {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_VARARGS | METH_KEYWORDS,
-     "crc32c(data, initial=0, portable=False) -> CRC32C of data continuing from initial "
-     "(portable: the table, not the CPU's instruction)."},
+    CRC32C_METHOD,
     {NULL, NULL, 0, NULL},
 };
 
