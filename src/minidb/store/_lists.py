@@ -22,6 +22,7 @@ nothing then (nothing is logged for a command that changes no element).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import islice
 
 from minidb.protocol._results import NULL_ARRAY
@@ -345,8 +346,11 @@ def rpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms:
     return _move(ks, s, argv, j, now_ms, False, True)
 
 
+_LIST_SIDES = (b"left", b"right")
+
+
 def mpop_args(
-    argv: list[bytes], sides: tuple[bytes, bytes] = (b"left", b"right")
+    argv: list[bytes], sides: tuple[bytes, bytes] = _LIST_SIDES
 ) -> tuple[list[bytes], bool, int]:
     """LMPOP's ``numkeys key... LEFT|RIGHT [COUNT n]`` (from ``argv[1]``), checked in Redis's
     order: keys, whether the side is the first of ``sides``, count. ZMPOP's is the same with
@@ -367,6 +371,26 @@ def mpop_args(
         else:
             raise CommandError(SYNTAX_ERROR)
     return argv[2:where_at], where == sides[0], max(count, 1)
+
+
+def blocking_mpop(
+    argv: list[bytes],
+    now_ms: int,
+    sides: tuple[bytes, bytes],
+    kind: type,
+    pop_from: Callable[[list[bytes], bool, int], Result],
+) -> Result:
+    """BLMPOP's and BZMPOP's ``timeout numkeys key... <side> [COUNT n]`` (Redis's
+    ``blmpopCommand``, ``bzmpopCommand``): the arguments after the timeout checked first, by
+    ``mpop_args`` (its errors win over the timeout's), then the timeout; then what
+    ``pop_from(keys, first side, count)`` pops, or block on the keys while it finds nothing
+    (its null array)."""
+    keys, first, count = mpop_args(argv[1:], sides)
+    timeout = parse_timeout(argv[1], now_ms)
+    result = pop_from(keys, first, count)
+    if result is NULL_ARRAY:
+        raise WouldBlock(tuple(keys), timeout, kind, NULL_ARRAY)
+    return result
 
 
 def _lmpop_from(
@@ -431,14 +455,11 @@ def brpoplpush(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms
 
 @command("blmpop", -5, "write", "blocking")
 def blmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    """Redis's ``blmpopCommand``: LMPOP's arguments (after the timeout), checked before the
-    timeout, then LMPOP or block."""
-    keys, left, count = mpop_args(argv[1:])
-    timeout = parse_timeout(argv[1], now_ms)
-    result = _lmpop_from(ks, s, j, now_ms, keys, left, count)
-    if result is NULL_ARRAY:
-        raise WouldBlock(tuple(keys), timeout, ListValue, NULL_ARRAY)
-    return result
+    """Redis's ``blmpopCommand``: LMPOP, or block (see ``blocking_mpop``)."""
+    return blocking_mpop(
+        argv, now_ms, _LIST_SIDES, ListValue,
+        lambda keys, left, count: _lmpop_from(ks, s, j, now_ms, keys, left, count),
+    )  # fmt: skip
 
 
 COMMANDS: list[Command] = [

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from minidb.protocol._results import NULL_ARRAY
 from minidb.store._args import Command, Session, check_write, command, int_arg
-from minidb.store._blocking import WouldBlock, parse_timeout, pop_first
+from minidb.store._blocking import pop_first
 from minidb.store._elementscan import (
     LONG_MAX,
     index_of,
@@ -30,7 +30,7 @@ from minidb.store._glob import compile_glob
 from minidb.store._journal import OpJournal, ScoresUndo
 from minidb.store._keyspace import Keyspace
 from minidb.store._lists import _range as list_range
-from minidb.store._lists import mpop_args
+from minidb.store._lists import blocking_mpop, mpop_args
 from minidb.store._results import (
     NOT_A_FLOAT,
     SYNTAX_ERROR,
@@ -688,12 +688,24 @@ def _pop_items(
     return items
 
 
+_ZSET_SIDES = (b"min", b"max")
+"""ZMPOP's and BZMPOP's ``MIN|MAX``, for ``mpop_args``."""
+
+
 @command("zmpop", -4, "write")
 def zmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
     """Redis's ``zmpopGenericCommand``: the first sorted set of the keys that exists (one of
     another type is WRONGTYPE), popped from its MIN or MAX end, as [key, [[member, score],
     ...]] in both protocols; a null array if every key is missing."""
-    keys, lowest, count = mpop_args(argv, (b"min", b"max"))
+    keys, lowest, count = mpop_args(argv, _ZSET_SIDES)
+    return _zmpop_from(ks, s, j, now_ms, keys, lowest, count)
+
+
+def _zmpop_from(
+    ks: Keyspace, s: Session, j: OpJournal, now_ms: int, keys: list[bytes], lowest: bool,
+    count: int,
+) -> Result:
+    """ZMPOP's pop once its arguments are parsed (BZMPOP's too, and its wake-ups')."""
     for key in keys:
         found = get_zset(ks, s, key, j, now_ms)
         if found is not None:
@@ -736,19 +748,11 @@ def _blocking_pop(
 
 @command("bzmpop", -5, "write", "blocking")
 def bzmpop(ks: Keyspace, s: Session, argv: list[bytes], j: OpJournal, now_ms: int) -> Result:
-    """Redis's ``bzmpopCommand``: ZMPOP's arguments (after the timeout) are checked before
-    the timeout, then ZMPOP, or block on its keys."""
-    try:
-        timeout = parse_timeout(argv[1], now_ms)
-    except CommandError:
-        # Their errors first: ZMPOP's checks against an empty keyspace change nothing here.
-        zmpop.handler(Keyspace(), s, [b"zmpop", *argv[2:]], OpJournal(), now_ms)
-        raise
-    result = zmpop.handler(ks, s, [b"zmpop", *argv[2:]], j, now_ms)
-    if result is NULL_ARRAY:
-        keys = tuple(argv[3:3 + int(argv[2])])
-        raise WouldBlock(keys, timeout, ZSetValue, NULL_ARRAY)
-    return result
+    """Redis's ``bzmpopCommand``: ZMPOP, or block (see ``blocking_mpop``)."""
+    return blocking_mpop(
+        argv, now_ms, _ZSET_SIDES, ZSetValue,
+        lambda keys, lowest, count: _zmpop_from(ks, s, j, now_ms, keys, lowest, count),
+    )  # fmt: skip
 
 
 @command("bzpopmin", -3, "write", "fast", "blocking")
