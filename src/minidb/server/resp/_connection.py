@@ -125,6 +125,8 @@ class RespRequests:
         self._decoder = self._new_decoder()
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
         self._held: list[list[bytes]] = []  # commands decoded by has_request, not yet decided
+        self._held_whole = False
+        """``_held`` is a whole read (``take_whole``'s): the decoder holds nothing after it."""
         self.closing = False
         """No more commands: QUIT, a protocol error, or an HTTP request was decided."""
         self.protocol_error: RespProtocolError | None = None
@@ -158,10 +160,9 @@ class RespRequests:
             return None
         session.last_interaction = self._env.unix_time()
         end = len(commands)
-        if session.plain_end(commands, 0) != end or (
-            end == 1 and commands[0][0] not in PLAIN_READS
-        ):
+        if session.plain_end(commands, 0) != end:
             self._held = commands  # decoded: next_requests decides them, in order
+            self._held_whole = True
             return None
         session.plain_run(commands, 0, end)
         self.runs = True
@@ -207,8 +208,10 @@ class RespRequests:
             self._held = []
             # Whether the decoder may hold more complete commands after these: fewer than
             # asked for means it has none left (nor an error to raise, checked below), which
-            # spares a read of one request (redis-benchmark -P 1) a second, empty decode.
-            more = True
+            # spares a read of one request (redis-benchmark -P 1) a second, empty decode; so
+            # does a whole read that take_whole decoded.
+            more = not self._held_whole
+            self._held_whole = False
             if not commands:
                 # The decoder frames with the session's authentication of this moment, and
                 # before AUTH gives one command per call (see the module docstring).
@@ -347,13 +350,12 @@ class RespConnection(Connection):
         return Batch(requests, self, deadline, executor=self._executor, size=size)
 
     def data_received(self, data: bytes) -> None:
-        # The express lane (issue 18): with nothing of this connection in flight and the
-        # owner idle, a read of plain commands is decoded in one C scan and its reads served
-        # here in one C call; anything left (a write first of all) goes the general way, in
-        # order.
-        if self._pending or self._deferred or self._backlog or self._draining or not (
-            self._owner.idle
-        ):
+        # The express lane (issue 18): with nothing of this connection in flight, a read of
+        # plain commands is decoded in one C scan and taken as one run, without a session
+        # decision per command; while the owner is idle its reads at the head are served
+        # here in one C call; what is left (a write first of all) goes to the owner as one
+        # batch when the mailbox has room for it, else the general way, in order.
+        if self._pending or self._deferred or self._backlog or self._draining:
             super().data_received(data)
             return
         try:
@@ -363,7 +365,14 @@ class RespConnection(Connection):
                 if not decoder.has_held():
                     super().data_received(data)
                     return
-            elif self._serve_inline(run) and not len(run):
+            elif self._owner.idle and self._serve_inline(run) and not len(run):
+                return
+            elif not self._output_paused and self._mailbox.room_for(self, True) >= (
+                weight := len(run)
+            ):
+                # What _take would do for this one run, without its loop (the reads at its
+                # head were tried just now).
+                super()._send_to_owner([run], weight)
                 return
             else:
                 self._deferred.append(run)  # sent before anything else, as handed back
