@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.compat.queues._servers import minidb_server
+from tests.compat._servers import MINIDB_DURABLE, minidb_server
 from tests.compat.queues._suites import (
     INSTALL_TIMEOUT_S,
     SUITES,
@@ -49,7 +49,7 @@ def _run_ids(name: str, nodeids: list[str], workdir: Path) -> SuiteRun:
     workdir.mkdir(parents=True, exist_ok=True)
     select = workdir / f"{name}-select.txt"
     select.write_text("\n".join(nodeids) + "\n")
-    with minidb_server(workdir / "data") as port:
+    with minidb_server(workdir, MINIDB_DURABLE) as port:
         return run_suite(SUITES[name], port, workdir, select)
 
 

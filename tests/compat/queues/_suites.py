@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.compat._sdist import cache_dir, fetch_sdist
-from tests.compat.queues._servers import die_with_parent
+from tests.compat._servers import die_with_parent
 
 HERE = Path(__file__).parent
 SHIM = HERE / "shim"

@@ -16,7 +16,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tests.compat.queues._servers import redis_server
+from tests.compat._servers import redis_server
 from tests.compat.queues._suites import SUITES, run_suite
 
 REGENERATE = "python -m tests.compat.queues.regenerate"

@@ -19,8 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.compat.queues._servers import die_with_parent
-from tests.compat.workers._servers import killable_server
+from tests.compat._servers import DURABLE, die_with_parent, serving
 from tests.compat.workers._venvs import library_python
 
 SIDE = Path(__file__).parent / "side"
@@ -152,7 +151,7 @@ def run_workers(library: str, server_kind: str, workdir: Path, jobs: int) -> Wor
     run = WorkerRun(library, server_kind, jobs)
     runs_path, acked_path = workdir / "runs.txt", workdir / "acked.txt"
     run_deadline_s = jobs * SECONDS_PER_JOB_BUDGET + STALL_S
-    with killable_server(server_kind, workdir) as server:
+    with serving(server_kind, workdir, DURABLE[server_kind]) as server:
         env = _side_env(python, server.port, runs_path)
         script = str(SIDE / f"{library}_side.py")
         started = time.monotonic()
