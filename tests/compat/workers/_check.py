@@ -23,7 +23,7 @@ RESULTS_LOG = "workers-results.jsonl"
 def check_workers(library: str, server: str, tmp_path: Path) -> None:
     if server == "redis" and shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
-    run = run_workers(library, server, tmp_path, job_count())
+    run = run_workers(library, server, tmp_path, job_count(), PROMISES[library].rerun_after_s)
     print(run.report())
     assert run.outcome is not None
     with open(tmp_path.parent / RESULTS_LOG, "a") as log:

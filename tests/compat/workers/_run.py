@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,13 @@ STALL_S = 45.0
 """No new run for this long ends the wait: longer than RQ's reconnect backoff after one
 failure (1+2+4+8 s) and Celery's ``visibility_timeout`` (20 s) with its restore interval."""
 POLL_S = 0.1
+SETTLE_SLACK_S = 30.0
+"""Beyond a library's ``rerun_after_s`` from the last break: the rerun itself (a poll, the
+job, its result store) and a worker started again importing its library on a busy machine."""
+SETTLE_POLL_S = 1.0
+"""Between two asks of the library for the jobs it still holds (a subprocess each)."""
+UNSETTLED_STATES = frozenset({"queued", "started"})
+"""The library still holds the job: it may run it (again) and store its result."""
 WORKER_TAIL_CHARS = 4000
 MAX_WORKER_RESTARTS = 5
 """A worker that exits is started again, as supervisord or systemd's ``Restart=always``
@@ -115,6 +123,8 @@ class WorkerRun:
     enqueue_s: float = 0.0
     work_s: float = 0.0
     stalled: bool = False
+    settle_s: float = 0.0
+    """After every job ran, how long the wait for the library's reruns took."""
     worker_restarts: int = 0
     worker_tail: str = ""
     timings: dict[str, float] = field(default_factory=dict)
@@ -122,7 +132,8 @@ class WorkerRun:
     def report(self) -> str:
         summary = self.outcome.summary() if self.outcome else {}
         return (f"{self.library} on {self.server}: {self.jobs} jobs, enqueue "
-                f"{self.enqueue_s:.1f} s, work {self.work_s:.1f} s, killed after "
+                f"{self.enqueue_s:.1f} s, work {self.work_s:.1f} s, settle "
+                f"{self.settle_s:.1f} s, killed after "
                 f"{self.killed_after_runs} runs, down {self.down_s:.1f} s, worker restarts "
                 f"{self.worker_restarts}, stalled {self.stalled}: {json.dumps(summary)}")
 
@@ -145,8 +156,20 @@ def read_runs(path: Path) -> Counter[int]:
     return runs
 
 
-def run_workers(library: str, server_kind: str, workdir: Path, jobs: int) -> WorkerRun:
-    """The whole run against ``server_kind`` (minidb or redis); never raises on a bad count."""
+def unsettled(numbers: list[int], states: dict[int, str]) -> list[int]:
+    """Of ``numbers``, those the library still holds as queued or started (reported states)."""
+    return [n for n in numbers if states.get(n) in UNSETTLED_STATES]
+
+
+def run_workers(library: str, server_kind: str, workdir: Path, jobs: int,
+                rerun_after_s: float = 0.0) -> WorkerRun:
+    """The whole run against ``server_kind`` (minidb or redis); never raises on a bad count.
+
+    ``rerun_after_s`` is how long after a break the library may wait before it runs an
+    interrupted job again (``Promise.rerun_after_s``): when every job has run, the run goes
+    on until the library holds none as queued or started, or that long (plus
+    ``SETTLE_SLACK_S``) after the last break, so a job that ran but whose result store the
+    kill cut off is judged after the rerun its library promises, not before."""
     python = library_python(library)
     run = WorkerRun(library, server_kind, jobs)
     runs_path, acked_path = workdir / "runs.txt", workdir / "acked.txt"
@@ -154,6 +177,16 @@ def run_workers(library: str, server_kind: str, workdir: Path, jobs: int) -> Wor
     with serving(server_kind, workdir, DURABLE[server_kind]) as server:
         env = _side_env(python, server.port, runs_path)
         script = str(SIDE / f"{library}_side.py")
+
+        def states_of(numbers: list[int] | None = None) -> dict[int, str]:
+            only = [",".join(map(str, numbers))] if numbers is not None else []
+            stdout = subprocess.run(
+                [str(python), script, "results", str(server.port), str(jobs), *only], env=env,
+                cwd=SIDE, check=True, timeout=RESULTS_TIMEOUT_S, capture_output=True,
+                text=True,
+            ).stdout  # fmt: skip
+            return {int(n): state for n, state in json.loads(stdout).items()}
+
         started = time.monotonic()
         subprocess.run([str(python), script, "enqueue", str(server.port), str(jobs),
                         str(acked_path)], env=env, cwd=SIDE, check=True,
@@ -168,17 +201,18 @@ def run_workers(library: str, server_kind: str, workdir: Path, jobs: int) -> Wor
             run.killed_after_runs = _wait_for_runs(runs_path, int(jobs * KILL_AT_FRACTION),
                                                    started + run_deadline_s, worker)
             run.down_s = server.kill9_and_restart()
+            server_back = time.monotonic()
             run.stalled = _wait_all_ran(runs_path, acked, started + run_deadline_s, worker)
             run.work_s = time.monotonic() - started
+            if rerun_after_s > 0:
+                settle_started = time.monotonic()
+                _wait_settled(states_of, rerun_after_s, server_back, worker)
+                run.settle_s = time.monotonic() - settle_started
         finally:
             worker.stop()
             run.worker_restarts = worker.restarts
             run.worker_tail = worker.tail()
-        states_json = subprocess.run(
-            [str(python), script, "results", str(server.port), str(jobs)], env=env, cwd=SIDE,
-            check=True, timeout=RESULTS_TIMEOUT_S, capture_output=True, text=True,
-        ).stdout  # fmt: skip
-    states = {int(n): state for n, state in json.loads(states_json).items()}
+        states = states_of()
     run.outcome = Outcome(acked, read_runs(runs_path), states)
     return run
 
@@ -189,9 +223,13 @@ class SupervisedWorker:
     def __init__(self, command: list[str], env: dict[str, str], log_path: Path) -> None:
         self.command, self.env, self.log_path = command, env, log_path
         self.restarts = 0
+        self.started_at = 0.0
+        """``time.monotonic()`` at the last start: a restart is a break the jobs it held
+        were interrupted by."""
         self.proc = self._start()
 
     def _start(self) -> subprocess.Popen[bytes]:
+        self.started_at = time.monotonic()
         with open(self.log_path, "a") as log:
             return subprocess.Popen(self.command, cwd=SIDE, env=self.env, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True,
@@ -254,6 +292,22 @@ def _wait_all_ran(runs_path: Path, acked: frozenset[int], deadline: float,
             return True
         time.sleep(POLL_S)
     return True
+
+
+def _wait_settled(states_of: Callable[[list[int] | None], dict[int, str]],
+                  rerun_after_s: float, server_back: float, worker: SupervisedWorker) -> None:
+    """Until the library holds no job as queued or started, or ``rerun_after_s``
+    plus ``SETTLE_SLACK_S`` after the last break (the server's restart or the worker's);
+    each ask covers only the jobs the previous one found unsettled."""
+    pending: list[int] | None = None  # the first ask covers every job
+    while True:
+        worker.keep_running()
+        states = states_of(pending)
+        pending = unsettled(sorted(states) if pending is None else pending, states)
+        deadline = max(server_back, worker.started_at) + rerun_after_s + SETTLE_SLACK_S
+        if not pending or time.monotonic() > deadline:
+            return
+        time.sleep(SETTLE_POLL_S)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

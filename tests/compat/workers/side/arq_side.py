@@ -1,8 +1,9 @@
 """arq's side of the worker test, run with the arq virtualenv's python.
 
 ``enqueue PORT COUNT ACKED``: ``ArqRedis.enqueue_job`` each job, writing the acknowledged
-numbers. ``results PORT COUNT``: job number -> finished / failed / queued / started /
-missing / wrong, from ``Job.status`` and ``Job.result_info``. The worker is
+numbers. ``results PORT COUNT [N,N,...]``: job number -> finished / failed / queued / started /
+missing / wrong, from ``Job.status`` and ``Job.result_info``, of every job or only those
+listed. The worker is
 ``arq arq_side.WorkerSettings`` (the port from ``MINIDB_COMPAT_PORT``).
 
 Reconnection: arq's worker loop has none of its own, so its redis-py pool retries every command
@@ -25,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from workload import job_id, record_run, write_acked
+from workload import job_id, only_numbers, record_run, write_acked
 
 COMMAND_RETRIES = 30
 RETRY_BACKOFF_CAP_S = 1.0
@@ -67,10 +68,10 @@ async def enqueue(port: int, count: int, acked_path: str) -> None:
     await redis.aclose() if hasattr(redis, "aclose") else await redis.close()
 
 
-async def results(port: int, count: int) -> dict[int, str]:
+async def results(port: int, numbers: list[int]) -> dict[int, str]:
     redis = await create_pool(settings(port))
     states: dict[int, str] = {}
-    for number in range(count):
+    for number in numbers:
         job = Job(job_id(number), redis)
         status = await job.status()
         if status == JobStatus.complete:
@@ -92,4 +93,4 @@ if __name__ == "__main__":
     if action == "enqueue":
         asyncio.run(enqueue(port, count, sys.argv[4]))
     else:
-        print(json.dumps(asyncio.run(results(port, count))))
+        print(json.dumps(asyncio.run(results(port, only_numbers(sys.argv[4:], count)))))

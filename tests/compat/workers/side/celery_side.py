@@ -2,8 +2,9 @@
 
 The app uses the Redis broker and the Redis result backend at ``MINIDB_COMPAT_PORT``.
 ``enqueue PORT COUNT ACKED``: ``record.delay`` each job (``apply_async`` for its task id);
-``results PORT COUNT``: job number -> finished / failed / queued (PENDING: Celery cannot tell
-queued from unknown) / started / wrong, from ``AsyncResult.state`` and ``.result``. The worker
+``results PORT COUNT [N,N,...]``: job number -> finished / failed / queued (PENDING: Celery
+cannot tell queued from unknown) / started / wrong, from ``AsyncResult.state`` and ``.result``,
+of every job or only those listed. The worker
 is ``celery -A celery_side worker`` (the harness builds the command).
 
 Reconnection options set (Celery's names): the broker retries forever
@@ -23,7 +24,7 @@ import os
 import sys
 
 from celery import Celery
-from workload import job_id, record_run, write_acked
+from workload import job_id, only_numbers, record_run, write_acked
 
 VISIBILITY_TIMEOUT_S = 20
 RESTORE_INTERVAL_S = 2
@@ -70,9 +71,9 @@ _STATES = {"SUCCESS": "finished", "FAILURE": "failed", "PENDING": "queued",
            "STARTED": "started", "RETRY": "queued", "REVOKED": "failed"}
 
 
-def results(count: int) -> dict[int, str]:
+def results(numbers: list[int]) -> dict[int, str]:
     states: dict[int, str] = {}
-    for number in range(count):
+    for number in numbers:
         result = app.AsyncResult(job_id(number))
         state = _STATES.get(result.state, "missing")
         if state == "finished" and result.result != number:
@@ -86,4 +87,4 @@ if __name__ == "__main__":
     if action == "enqueue":
         enqueue(count, sys.argv[4])
     else:
-        print(json.dumps(results(count)))
+        print(json.dumps(results(only_numbers(sys.argv[4:], count))))

@@ -1,9 +1,10 @@
 """RQ's side of the worker test, run with the RQ virtualenv's python.
 
 ``enqueue PORT COUNT ACKED``: ``Queue.enqueue`` each job, writing the acknowledged numbers.
-``results PORT COUNT``: one JSON object, job number -> finished / failed / queued / started /
-missing (RQ knows nothing of it) / wrong (finished, but its stored return value is not its
-number), from ``Job.fetch_many`` and ``Job.return_value``.
+``results PORT COUNT [N,N,...]``: one JSON object, job number -> finished / failed / queued /
+started / missing (RQ knows nothing of it) / wrong (finished, but its stored return value is
+not its number), from ``Job.fetch_many`` and ``Job.return_value``, of every job or only those
+listed.
 The worker itself is ``rq worker`` (the harness builds the command).
 """
 
@@ -15,7 +16,7 @@ import sys
 from redis import Redis
 from rq import Queue
 from rq.job import Job
-from workload import job_id, write_acked
+from workload import job_id, only_numbers, write_acked
 
 QUEUE = "compat"
 FETCH_CHUNK = 500
@@ -31,13 +32,13 @@ def enqueue(port: int, count: int, acked_path: str) -> None:
     write_acked(acked_path, acked)
 
 
-def results(port: int, count: int) -> dict[int, str]:
+def results(port: int, numbers: list[int]) -> dict[int, str]:
     connection = Redis(port=port)
     states: dict[int, str] = {}
-    for start in range(0, count, FETCH_CHUNK):
-        numbers = list(range(start, min(count, start + FETCH_CHUNK)))
-        jobs = Job.fetch_many([job_id(n) for n in numbers], connection=connection)
-        for number, job in zip(numbers, jobs, strict=True):
+    for start in range(0, len(numbers), FETCH_CHUNK):
+        chunk = numbers[start:start + FETCH_CHUNK]
+        jobs = Job.fetch_many([job_id(n) for n in chunk], connection=connection)
+        for number, job in zip(chunk, jobs, strict=True):
             states[number] = _state(job, number)
     return states
 
@@ -57,4 +58,4 @@ if __name__ == "__main__":
     if action == "enqueue":
         enqueue(port, count, sys.argv[4])
     else:
-        print(json.dumps(results(port, count)))
+        print(json.dumps(results(port, only_numbers(sys.argv[4:], count))))

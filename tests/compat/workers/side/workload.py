@@ -36,3 +36,11 @@ def write_acked(path: str, numbers: list[int]) -> None:
     """The jobs whose enqueue the server acknowledged, one number a line."""
     with open(path, "w") as out:
         out.write("".join(f"{n}\n" for n in numbers))
+
+
+def only_numbers(args: list[str], count: int) -> list[int]:
+    """The job numbers a ``results`` call asks about: those listed (``N,N,...``, one
+    argument) or, with none, every job ``0 .. count - 1``."""
+    if not args:
+        return list(range(count))
+    return [int(n) for n in args[0].split(",") if n]
