@@ -63,7 +63,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import islice
-from typing import Final
+from typing import Any, Final
 
 from minidb._accelerators import load
 from minidb.errors import ProtocolError
@@ -312,10 +312,15 @@ class RespDecoder:
         ):
             self._ready = True
 
-    def decode_whole(self, data: bytes, limit: int) -> list[list[bytes]] | None:
-        """The commands of ``data``, a read that came while nothing is held, when it is
-        nothing but at most ``limit`` plainly valid commands (one C scan; nothing is stored);
-        else None, and nothing was taken: ``feed`` it. Always None without the C scan."""
+    def take_whole(
+        self, data: bytes, take: Callable[..., tuple[Any, ...] | None], lane: object
+    ) -> tuple[Any, ...] | None:
+        """Lend the C scan to ``take`` for ``data``, a read that came while nothing is held:
+        ``take(scan_raw, data, max_count, max_bulk, lane)`` decodes it whole, or answers None
+        when it is not entirely plainly valid commands, and may act on them (the store's
+        express lane: ``store.express``, whose first item is the commands). What it took is
+        counted as fed and decoded; on None nothing was taken: ``feed`` it. Always None
+        without the C scan."""
         if (
             _scan_raw is None
             or not self._authenticated
@@ -326,14 +331,11 @@ class RespDecoder:
             or not self._holds_nothing()
         ):
             return None
-        out: list[list[bytes]] = []
-        if _scan_raw(data, 0, out, limit, self._count_limit, self._bulk_limit) != len(data):
-            return None
-        if not out:
-            return None
-        self._bytes_fed += len(data)
-        self._commands += len(out)
-        return out
+        taken = take(_scan_raw, data, self._count_limit, self._bulk_limit, lane)
+        if taken is not None:
+            self._bytes_fed += len(data)
+            self._commands += len(taken[0])
+        return taken
 
     def next_commands(self, limit: int = _NO_LIMIT) -> list[list[bytes]]:
         """Up to ``limit`` complete commands, in order; [] when none is complete yet.

@@ -1479,18 +1479,11 @@ bind_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* plain_end(commands, start, arities) -> end: see ``_plainrun.plain_end_python``. */
-static PyObject *
-plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* Where the run of plain commands from ``commands[end]`` ends (-1 on error): the loop of
+ * ``plain_end`` below. */
+static Py_ssize_t
+plain_end_from(PyObject *commands, Py_ssize_t end, PyObject *arities)
 {
-    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "plain_end(list, start, dict)");
-        return NULL;
-    }
-    PyObject *commands = args[0], *arities = args[2];
-    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
-    if (end == -1 && PyErr_Occurred())
-        return NULL;
     /* A pipeline repeats one name: the same bytes as the command before take its arity
      * without hashing a new name object for the dict. */
     PyObject *last = NULL;
@@ -1504,19 +1497,133 @@ plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *found = PyDict_GetItemWithError(arities, name);
             if (found == NULL) {
                 if (PyErr_Occurred())
-                    return NULL;
+                    return -1;
                 break;
             }
             arity = PyLong_AsLong(found);
             if (arity == -1 && PyErr_Occurred())
-                return NULL;
+                return -1;
             last = name;
         }
         Py_ssize_t argc = PyList_GET_SIZE(argv);
         if (arity > 0 ? argc != arity : argc < -arity)
             break;
     }
-    return PyLong_FromSsize_t(end);
+    return end;
+}
+
+/* plain_end(commands, start, arities) -> end: see ``_plainrun.plain_end_python``. */
+static PyObject *
+plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyList_CheckExact(args[0]) || !PyDict_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "plain_end(list, start, dict)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = plain_end_from(args[0], start < 0 ? 0 : start, args[2]);
+    return end < 0 ? NULL : PyLong_FromSsize_t(end);
+}
+
+/* express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket,
+ *         protocol, clock, room_of, max_reply, calls)) -> None | (commands, end, served, replies)
+ *
+ * The express lane of a RESP connection in one call, the twin of
+ * ``_plainrun.express_python``: ``scan`` (the decoder's ``scan_raw``) decodes the whole read
+ * ``data``; None if it is not entirely complete, plainly valid commands, at most ``limit``.
+ * ``end`` is where their plain run ends (``plain_end``). When every command is plain, the
+ * first is one of ``reads`` and ``clock`` is not None (the owner is idle), ``room_of()`` is
+ * asked for the output room and, if it is not negative, the reads at the head are served as
+ * an inline ``run`` (no fallback) at ``clock()`` would serve them: ``served`` of them, their
+ * replies in ``replies``. A read that starts with a write pays neither call. */
+static PyObject *
+express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyBytes_CheckExact(args[1]) || !PyTuple_CheckExact(args[4])
+        || PyTuple_GET_SIZE(args[4]) != 11) {
+        PyErr_SetString(PyExc_TypeError, "express(scan, bytes, max_count, max_bulk, 11-tuple)");
+        return NULL;
+    }
+    PyObject *data = args[1], *lane = args[4];
+    PyObject *arities = PyTuple_GET_ITEM(lane, 1), *reads = PyTuple_GET_ITEM(lane, 2);
+    PyObject *clock = PyTuple_GET_ITEM(lane, 7);
+    if (!PyDict_CheckExact(arities) || !PyFrozenSet_CheckExact(reads)) {
+        PyErr_SetString(PyExc_TypeError, "express() needs a dict of arities and a frozenset");
+        return NULL;
+    }
+    PyObject *commands = PyList_New(0);
+    if (commands == NULL)
+        return NULL;
+    PyObject *zero = PyLong_FromLong(0), *now = NULL, *room = NULL, *ran = NULL;
+    PyObject *scan_args[6] = {data, zero, commands, PyTuple_GET_ITEM(lane, 0), args[2], args[3]};
+    PyObject *taken = zero == NULL ? NULL : PyObject_Vectorcall(args[0], scan_args, 6, NULL);
+    Py_ssize_t at = taken == NULL ? -1 : PyLong_AsSsize_t(taken);
+    Py_XDECREF(taken);
+    if (at == -1 && PyErr_Occurred())
+        goto error;
+    Py_ssize_t count = PyList_GET_SIZE(commands);
+    if (at != PyBytes_GET_SIZE(data) || count == 0) {
+        Py_DECREF(zero);
+        Py_DECREF(commands);
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t end = plain_end_from(commands, 0, arities);
+    if (end < 0)
+        goto error;
+    if (end == count && clock != Py_None) {
+        /* plain_end_from saw a list with a name first */
+        PyObject *name = PyList_GET_ITEM(PyList_GET_ITEM(commands, 0), 0);
+        int read = PySet_Contains(reads, name);
+        if (read < 0)
+            goto error;
+        if (read) {
+            room = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, 8));
+            long long left = room == NULL ? -1 : PyLong_AsLongLong(room);
+            if (left == -1 && PyErr_Occurred())
+                goto error;
+            if (left >= 0) {
+                now = PyObject_CallNoArgs(clock);
+                if (now == NULL)
+                    goto error;
+                PyObject *run_args[11] = {
+                    PyTuple_GET_ITEM(lane, 3), PyTuple_GET_ITEM(lane, 4), commands, zero,
+                    PyTuple_GET_ITEM(lane, 5), PyTuple_GET_ITEM(lane, 6), now, room,
+                    PyTuple_GET_ITEM(lane, 9), PyTuple_GET_ITEM(lane, 10), Py_None,
+                };
+                ran = run(module, run_args, 11);
+                if (ran == NULL)
+                    goto error;
+            }
+        }
+    }
+    PyObject *end_obj = PyLong_FromSsize_t(end);
+    PyObject *result = NULL;
+    if (end_obj != NULL && ran != NULL)
+        result = PyTuple_Pack(4, commands, end_obj, PyTuple_GET_ITEM(ran, 0),
+                              PyTuple_GET_ITEM(ran, 1));
+    else if (end_obj != NULL) {
+        PyObject *no_replies = PyBytes_FromStringAndSize("", 0);
+        if (no_replies != NULL)
+            result = PyTuple_Pack(4, commands, end_obj, zero, no_replies);
+        Py_XDECREF(no_replies);
+    }
+    Py_XDECREF(end_obj);
+    Py_XDECREF(ran);
+    Py_XDECREF(now);
+    Py_XDECREF(room);
+    Py_DECREF(zero);
+    Py_DECREF(commands);
+    return result;
+
+error:
+    Py_XDECREF(ran);
+    Py_XDECREF(now);
+    Py_XDECREF(room);
+    Py_XDECREF(zero);
+    Py_DECREF(commands);
+    return NULL;
 }
 
 static PyObject *
@@ -1548,6 +1655,9 @@ static PyMethodDef methods[] = {
      "fallback) -> (next, replies, room)"},
     {"plain_end", (PyCFunction)(void (*)(void))plain_end, METH_FASTCALL,
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
+    {"express", (PyCFunction)(void (*)(void))express, METH_FASTCALL,
+     "express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket, "
+     "protocol, clock, room_of, max_reply, calls)) -> None | (commands, end, served, replies)"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,
      "bind(KeyUndo, Put, Remove, Expiring): the types run() builds and recognises"},
     {"run_line", (PyCFunction)(void (*)(void))run_line, METH_FASTCALL,

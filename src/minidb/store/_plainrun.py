@@ -117,6 +117,49 @@ def run_plain_python(
     return at, b"".join(replies), room
 
 
+Scan = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
+"""The RESP decoder's ``scan_raw(data, pos, out, limit, max_count, max_bulk)`` (protocol's
+``_cresp``): the commands of a read, as far as they are complete and plainly valid."""
+
+ExpressLane = tuple[int, dict[bytes, int], frozenset[bytes], Keyspace, OpJournal, bytes, int,
+                    Callable[[], int] | None, Callable[[], int], int, dict[bytes, int]]  # fmt: skip
+"""``express``'s last argument: (limit, arities, reads, ks, journal, bucket, protocol, clock,
+room_of, max_reply, calls): the read's limit, ``plain_end``'s arities, the commands an inline
+read may start with (``PLAIN_READS``), and an inline ``run_plain``'s arguments, the clock and
+the output room as callables asked only when reads are served (``clock`` None: none are)."""
+
+Express = tuple[list[list[bytes]], int, int, bytes]
+"""What ``express`` took: (commands, where their plain run ends, reads served, replies)."""
+
+
+def express_python(
+    scan: Scan, data: bytes, max_count: int, max_bulk: int, lane: ExpressLane
+) -> Express | None:
+    """A RESP connection's express lane in one call: ``scan`` decodes the whole read ``data``
+    (None if it is not entirely complete, plainly valid commands, at most ``limit``);
+    ``plain_end`` says where their plain run ends; when all are plain, the first is one of
+    ``reads`` and ``clock`` is not None, the reads at the head run as an inline read
+    (``run_plain`` without a fallback) if ``room_of()`` is not negative. The reference of the
+    C twin, which makes one call of the three: like ``run_plain_python`` without a fallback,
+    it serves nothing inline."""
+    limit, arities, reads, ks, journal, bucket, protocol, clock, room_of, max_reply, calls = (
+        lane
+    )
+    commands: list[list[bytes]] = []
+    if scan(data, 0, commands, limit, max_count, max_bulk) != len(data) or not commands:
+        return None
+    end = plain_end_python(commands, 0, arities)
+    served, replies = 0, b""
+    if end == len(commands) and clock is not None and commands[0][0] in reads:
+        room = room_of()
+        if room >= 0:
+            served, replies, _ = run_plain_python(
+                ks, journal, commands, 0, bucket, protocol, clock(), room, max_reply, calls,
+                None,
+            )
+    return commands, end, served, replies
+
+
 _c = load("minidb.store._cplain")
 if _c is not None:
     _c.bind(KeyUndo, Put, Remove, _Expiring)
@@ -131,6 +174,11 @@ plain_end: Callable[[list[list[bytes]], int, dict[bytes, int]], int] = (
     _c.plain_end if _c is not None else plain_end_python
 )
 """``plain_end_python``, in C when the accelerator is built."""
+
+express: Callable[[Scan, bytes, int, int, ExpressLane], Express | None] = (
+    _c.express if _c is not None else express_python
+)
+"""``express_python``, in C when the accelerator is built."""
 
 ACCELERATED = _c is not None
 

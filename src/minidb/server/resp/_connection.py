@@ -68,7 +68,7 @@ from minidb.server.resp._executor import (
     unwatch_request,
 )
 from minidb.server.resp._pubsub import ACTS_ON_SUBSCRIPTIONS, message_frames
-from minidb.server.resp._session import RespSession, SessionConfig, SessionEnv
+from minidb.server.resp._session import RUN_ARITY, RespSession, SessionConfig, SessionEnv
 from minidb.server.resp._types import (
     Close,
     ErrorReply,
@@ -80,7 +80,7 @@ from minidb.server.resp._types import (
     Reply,
     ReplyAndClose,
 )
-from minidb.store import PLAIN_READS, Batch
+from minidb.store import PLAIN_READS, Batch, Keyspace, express
 from minidb.store._commands import BLOCKING
 from minidb.store._pubsub import Message
 
@@ -148,25 +148,39 @@ class RespRequests:
             self.session.last_interaction = self._env.unix_time()
             self._decoder.feed(data)
 
-    def take_whole(self, data: bytes, limit: int) -> PlainRun | None:
+    def take_whole(
+        self, data: bytes, limit: int, ks: Keyspace, clock: Callable[[], int] | None,
+        room_of: Callable[[], int],
+    ) -> tuple[int, bytes, PlainRun | None] | None:
         """A read that came while nothing is held, when it is nothing but at most ``limit``
-        plain commands: decoded in one C scan and taken as one run (the connection serves
-        its reads inline); else None, and nothing was taken (``receive`` it)."""
+        plain commands: decoded, its plain reads at the head served inline (see
+        ``store.express``: none when ``clock`` is None, the owner not idle, or ``room_of()``
+        is negative) and the whole taken as one run, in one call. What it took: (reads
+        served, their replies, the run of what is left or None). Else None, and nothing was
+        taken (``receive`` it)."""
         session = self.session
-        if self.closing or self._held or not session.authenticated:
+        if self.closing or self._held or not session.plain_ready():
             return None
-        commands = self._decoder.decode_whole(data, limit)
-        if commands is None:
+        executor = self._context.executor
+        taken = self._decoder.take_whole(data, express, (
+            limit, RUN_ARITY, PLAIN_READS, ks, executor.scratch, session.bucket,
+            session.protocol, clock, room_of, executor.max_reply_bytes, executor.raw_calls,
+        ))
+        if taken is None:
             return None
+        commands, end, served, replies = taken
         session.last_interaction = self._env.unix_time()
-        end = len(commands)
-        if session.plain_end(commands, 0) != end:
+        if end != len(commands):
             self._held = commands  # decoded: next_requests decides them, in order
             self._held_whole = True
             return None
         session.plain_run(commands, 0, end)
         self.runs = True
-        return PlainRun(commands, session.bucket, session.protocol, self.side)
+        if served == end:
+            return served, replies, None
+        return served, replies, PlainRun(
+            commands, session.bucket, session.protocol, self.side, served
+        )
 
     def _new_decoder(self) -> RespDecoder:
         return RespDecoder(
@@ -360,22 +374,30 @@ class RespConnection(Connection):
             return
         try:
             decoder = self.requests_decoder
-            run = decoder.take_whole(data, self._max_in_flight)
-            if run is None:
+            owner = self._owner
+            taken = decoder.take_whole(
+                data, self._max_in_flight, owner.state.keyspace,
+                owner.clock if owner.idle else None, self.output_room,
+            )
+            if taken is None:
                 if not decoder.has_held():
                     super().data_received(data)
                     return
-            elif self._owner.idle and self._serve_inline(run) and not len(run):
+                self._fresh = True
+                self._take()
                 return
-            elif not self._output_paused and self._mailbox.room_for(self, True) >= (
+            served, replies, run = taken
+            if served:
+                self._served_inline(served, replies)
+            if run is None:
+                return
+            if not self._output_paused and self._mailbox.room_for(self, True) >= (
                 weight := len(run)
             ):
-                # What _take would do for this one run, without its loop (the reads at its
-                # head were tried just now).
+                # What _take would do for this one run, without its loop.
                 super()._send_to_owner([run], weight)
                 return
-            else:
-                self._deferred.append(run)  # sent before anything else, as handed back
+            self._deferred.append(run)  # sent before anything else, as handed back
             self._fresh = True
             self._take()
         except Exception as exc:
@@ -406,12 +428,16 @@ class RespConnection(Connection):
         replies = self._executor.run_inline(owner.state, run, owner.clock(), room)
         served = run.start - start
         if served:
-            self._idle_from = self._loop.time()  # _push_idle's one store, without the call
-            self.requests += served
-            owner.count_inline(served)
-            self._hub.observe_inline(served)
-            self._write(replies)
+            self._served_inline(served, replies)
         return served
+
+    def _served_inline(self, served: int, replies: bytes) -> None:
+        """``served`` requests were answered inline with ``replies``: count them and write."""
+        self._idle_from = self._loop.time()  # _push_idle's one store, without the call
+        self.requests += served
+        self._owner.count_inline(served)
+        self._hub.observe_inline(served)
+        self._write(replies)
 
     def _weigh(self, requests: list[Any]) -> int:
         if not self.requests_decoder.runs:

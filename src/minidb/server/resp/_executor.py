@@ -197,9 +197,11 @@ class RespExecutor:
         before it is joined (the server passes its hard output limit less the soft one, so
         a connection given replies while under its soft limit never holds more than the
         hard one; see ``server._connection``)."""
-        self._raw_calls = self.counts.raw_calls
+        self.raw_calls = self.counts.raw_calls
+        """The command counts a plain run adds to, by name as sent."""
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
-        self._scratch = OpJournal()  # an inline read's: it never notes anything
+        self.scratch = OpJournal()
+        """An inline read's journal: it never notes anything."""
 
     def execute(
         self,
@@ -273,7 +275,7 @@ class RespExecutor:
         self, ks: Keyspace, session: Session, argv: list[bytes], journal: OpJournal, now_ms: int
     ) -> bytes:
         """One data command (a bare PING, inside a ``PlainRun``, is answered here)."""
-        calls = self._raw_calls
+        calls = self.raw_calls
         # Counted under the name as sent (one dict update, no lower() or decode per
         # command); CommandCounts folds the case when it is read.
         calls[argv[0]] = calls.get(argv[0], 0) + 1
@@ -295,7 +297,7 @@ class RespExecutor:
         """A blocking command: its reply if it can be served now, else ``Blocked`` with the
         waiter that serves it later (see the module docstring)."""
         argv = forward.argv
-        calls = self._raw_calls
+        calls = self.raw_calls
         calls[argv[0]] = calls.get(argv[0], 0) + 1
         session = side.session
 
@@ -338,7 +340,7 @@ class RespExecutor:
 
         run.stop, replies, _ = run_plain(
             ks, journal, run.argvs, run.start, run.bucket, run.protocol, now_ms, room,
-            self.max_reply_bytes, self._raw_calls, fallback,
+            self.max_reply_bytes, self.raw_calls, fallback,
         )
         return replies
 
@@ -347,8 +349,8 @@ class RespExecutor:
         callback while the owner is idle (see ``store._plainrun``); ``run.start`` moves past
         them. Nothing is changed or journaled."""
         run.start, replies, _ = run_plain(
-            state.keyspace, self._scratch, run.argvs, run.start, run.bucket, run.protocol,
-            now_ms, room, self.max_reply_bytes, self._raw_calls, None,
+            state.keyspace, self.scratch, run.argvs, run.start, run.bucket, run.protocol,
+            now_ms, room, self.max_reply_bytes, self.raw_calls, None,
         )
         return replies
 

@@ -101,7 +101,10 @@ _TOO_LONG = ErrorReply(f"ERR transaction too long: at most {MAX_QUEUED_COMMANDS}
 _RUN_IN_MULTI = frozenset({"exec", "discard", "multi", "watch", "quit", "reset"})
 _BUCKET = re.compile(rb"[A-Za-z0-9_.:/-]{1,%d}" % MAX_NAME_CHARS)
 _HTTP = frozenset({b"post", b"host:"})
-_RUN_ARITY = plain_arity()
+RUN_ARITY = plain_arity()
+"""The plain commands' arities under both spellings: where a run ends (``plain_end``)."""
+_PLAIN_NAMES = {spelling: spelling.lower().decode() for spelling in RUN_ARITY}
+"""A plain command's name as sent -> its ``last_command`` (without a lower() per run)."""
 
 
 class SessionEnv(Protocol):
@@ -281,14 +284,22 @@ class RespSession:
         if end > start:
             self._commands += end - start
             self._forwarded += end - start
-            self.last_command = commands[end - 1][0].lower().decode()
+            self.last_command = _PLAIN_NAMES[commands[end - 1][0]]
         return end
 
     def plain_end(self, commands: list[list[bytes]], start: int) -> int:
         """``plain_run`` without counting anything: where the run would end."""
-        if self._queue is not None or not self.authenticated or self.closing or self.restricted:
+        if not self.plain_ready():
             return start
-        return plain_end(commands, start, _RUN_ARITY)
+        return plain_end(commands, start, RUN_ARITY)
+
+    def plain_ready(self) -> bool:
+        """Whether the session is in its plain state (authenticated, outside MULTI, not
+        closing, not restricted to pub/sub), where a plain command is forwarded as it is."""
+        return (
+            self._queue is None and self.authenticated and not self.closing
+            and not self.restricted
+        )
 
     def _reject(self, error: ErrorReply, spec: CommandSpec | None = None) -> Reply:
         self.rejected += 1
