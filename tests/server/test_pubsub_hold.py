@@ -18,6 +18,7 @@ from minidb.server.resp._executor import RespExecutor
 from minidb.server.resp._info import ServerFacts
 from minidb.server.resp._session import SessionConfig
 from minidb.store import MemoryLog, StoreOwner, StoreState
+from minidb.store._plainrun import ACCELERATED
 from tests.server.test_connection import FakeTransport, RecordingLoop
 from tests.server.test_resp_executor import Env
 
@@ -86,6 +87,7 @@ def test_unsubscribe_in_a_later_read_waits_so_the_publish_still_delivers(
     assert not owner.pubsub.subscribed(conn)
 
 
+@pytest.mark.skipif(not ACCELERATED, reason="inline reads run in C only")
 def test_subscribe_after_reads_served_inline_goes_on_at_once(loop: RecordingLoop) -> None:
     """GET served in the connection's own callback (the owner idle) leaves nothing with the
     owner: the SUBSCRIBE held behind it is applied in the same callback, and what follows
