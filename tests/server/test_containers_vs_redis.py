@@ -290,11 +290,34 @@ def _same(argv: list[bytes], ours: bytes, theirs: bytes) -> bool:
     return bool(_canonical(mine) == _canonical(redis))
 
 
+_LEX = frozenset({b"ZLEXCOUNT", b"ZRANGEBYLEX", b"ZREVRANGEBYLEX", b"ZREMRANGEBYLEX"})
+
+
+def _lex_unspecified(redis_server: RedisServer, ours: Minidb, argv: list[bytes]) -> bool:
+    """A lex range over a sorted set whose scores differ, which Redis keeps as a skiplist:
+    Redis documents the answer as unspecified, and its skiplist's random levels make it so
+    (the same commands gave ``*0`` and then ``[1, c]``). Over a listpack Redis scans in order,
+    and minidb answers as it does: that stays compared."""
+    if argv[0] not in _LEX and not (argv[0] == b"ZRANGE" and b"BYLEX" in argv):
+        return False
+    scores = RespReplyDecoder().feed(ours.raw([b"ZRANGE", argv[1], b"0", b"-1", b"WITHSCORES"]))
+    reply = scores[0] if scores else None
+    if not isinstance(reply, list):
+        return False
+    # RESP3 answers [member, score] pairs, RESP2 one flat list
+    scores = [p[1] for p in reply] if reply and isinstance(reply[0], list) else reply[1::2]
+    if len({str(score) for score in scores}) < 2:
+        return False
+    return redis_server.raw([b"OBJECT", b"ENCODING", argv[1]]) == b"$8\r\nskiplist\r\n"
+
+
 def _run(redis_server: RedisServer, protocol: int, commands: list[list[bytes]]) -> None:
     redis_server.raw([b"HELLO", b"%d" % protocol])
     redis_server.raw([b"FLUSHALL"])
     ours = Minidb(protocol)
     for argv in commands:
+        if _lex_unspecified(redis_server, ours, argv):
+            continue  # run on neither: a ZREMRANGEBYLEX would leave the two apart
         mine, theirs = ours.raw(argv), redis_server.raw(argv)
         assert _same(argv, mine, theirs), (argv, mine, theirs)
 
