@@ -333,7 +333,8 @@ def test_hash_packed_mapping_reads() -> None:
 
 def test_hash_packed_length_read_from_the_header() -> None:
     """``len`` of a packed hash, read from marshal's header, is its field count at every size
-    and when marshal writes references (a repeated object such as the cached ``b"1"``)."""
+    and when every value is one repeated object (the cached ``b"1"``; format 2 writes no
+    back-references, so it is written out each time)."""
     for n in range(HASH_MAX_LISTPACK_ENTRIES + 1):
         same = hash_from([x for i in range(n) for x in (b"f%d" % i, b"1")], 0)
         if same.packed:
