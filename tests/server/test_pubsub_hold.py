@@ -32,8 +32,13 @@ def loop() -> Iterator[RecordingLoop]:
     loop.close()
 
 
-def _connection(loop: RecordingLoop) -> tuple[RespConnection, FakeTransport, StoreOwner]:
-    owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
+def _connection(
+    loop: RecordingLoop, owner: StoreOwner | None = None
+) -> tuple[RespConnection, FakeTransport, StoreOwner]:
+    """A RESP connection over a fake transport; its owner (by default a fresh one over a
+    MemoryLog) runs only when the test commits its mailbox."""
+    if owner is None:
+        owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100)
     ids = itertools.count(1)
     context = RespContext(
         SessionConfig(ServerFacts(minidb_version="0")), RespExecutor(), Env(),
