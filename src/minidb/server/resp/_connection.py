@@ -365,10 +365,10 @@ class RespConnection(Connection):
 
     def data_received(self, data: bytes) -> None:
         # The express lane (issue 18): with nothing of this connection in flight, a read of
-        # plain commands is decoded in one C scan and taken as one run, without a session
-        # decision per command; while the owner is idle its reads at the head are served
-        # here in one C call; what is left (a write first of all) goes to the owner as one
-        # batch when the mailbox has room for it, else the general way, in order.
+        # plain commands is decoded and taken as one run in one C call (store.express),
+        # without a session decision per command, and while the owner is idle its reads at
+        # the head are served in that call; what is left (a write first of all) goes to the
+        # owner as one batch when the mailbox has room for it, else the general way, in order.
         if self._pending or self._deferred or self._backlog or self._draining:
             super().data_received(data)
             return
