@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.server.test_connection import RecordingLoop
+
 STARTUP_TIMEOUT_S = 10.0
 """How long a test waits for the server to print its listening lines."""
 IO_TIMEOUT_S = 5.0
@@ -140,6 +142,15 @@ class ServerProcess:
 
 
 ServeFactory = Callable[..., ServerProcess]
+
+
+@pytest.fixture
+def loop() -> Iterator[RecordingLoop]:
+    """A loop that records what a connection schedules (``test_connection.RecordingLoop``),
+    closed after the test."""
+    loop = RecordingLoop()
+    yield loop
+    loop.close()
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,13 +69,6 @@ class RecordingLoop(asyncio.SelectorEventLoop):
     def reschedule(self, handle: asyncio.TimerHandle, when: float) -> bool:
         self.rescheduled.append((handle, when))
         return self.armed
-
-
-@pytest.fixture
-def loop() -> Iterator[RecordingLoop]:
-    loop = RecordingLoop()
-    yield loop
-    loop.close()
 
 
 def _connection(

@@ -6,7 +6,6 @@ hand, so that "still with the owner" is a state the test holds, not a race."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,13 +22,6 @@ from tests.server.test_connection import FakeTransport, RecordingLoop
 from tests.server.test_resp_executor import Env
 
 SUBSCRIBED = b"*3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n"
-
-
-@pytest.fixture
-def loop() -> Iterator[RecordingLoop]:
-    loop = RecordingLoop()
-    yield loop
-    loop.close()
 
 
 def _connection(

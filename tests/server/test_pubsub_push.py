@@ -7,7 +7,6 @@ transport of ``test_connection``."""
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator
 
 import pytest
 
@@ -178,13 +177,6 @@ def test_own_messages_of_a_failed_group_follow_the_reply_once(failure: str) -> N
     owner.commit([again])
     assert again.replies == [b"1<x None>", b"None"]
     assert me.log == ["flush", "flush"]  # nothing left over for release
-
-
-@pytest.fixture
-def loop() -> Iterator[RecordingLoop]:
-    loop = RecordingLoop()
-    yield loop
-    loop.close()
 
 
 def _connection(
