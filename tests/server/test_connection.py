@@ -647,11 +647,12 @@ def test_connection_counts_each_batch_latency_from_send_to_write(loop: Recording
     assert stats.latency_sum_s == pytest.approx(0.6)
 
 
-def test_hub_observe_inline_counts_as_a_latency_of_zero(loop: RecordingLoop) -> None:
-    """Requests served in their read's callback land where ``observe_latency(0.0)`` puts them."""
+def test_hub_counts_inline_requests_as_a_latency_of_zero(loop: RecordingLoop) -> None:
+    """Requests served in their read's callback (the owner's ``inline``) land where
+    ``observe_latency(0.0)`` puts them."""
     inline, _, _ = _connection(loop)
     timed, _, _ = _connection(loop)
-    inline._hub.observe_inline(5)
+    inline._hub.owner.inline += 5
     timed._hub.observe_latency(0.0, 5)
     assert inline._hub.latency_buckets == timed._hub.latency_buckets
     assert inline._hub.latency_buckets[0] == 5 and inline._hub.latency_sum == 0.0

@@ -59,7 +59,7 @@ def _drive(
             while not transport.reading and turns < MAX_OWNER_TURNS:
                 owner.commit(owner.mailbox.take(100))  # paused: the owner answers first
                 turns += 1
-            owner._waiting = idle_at[at % len(idle_at)]  # idle: waiting for work
+            owner.waiting = idle_at[at % len(idle_at)]  # idle: waiting for work
             conn.data_received(piece)
             if owner_after[at % len(owner_after)]:
                 owner.commit(owner.mailbox.take(100))

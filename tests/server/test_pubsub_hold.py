@@ -90,7 +90,7 @@ def test_subscribe_after_reads_served_inline_goes_on_at_once(loop: RecordingLoop
     owner: the SUBSCRIBE held behind it is applied in the same callback, and what follows
     too; nothing waits for a flush that would never come."""
     conn, transport, owner = _connection(loop)
-    owner._waiting = True  # idle: waiting for work, nothing queued (see StoreOwner.idle)
+    owner.waiting = True  # idle: waiting for work, nothing queued (see StoreOwner.idle)
     assert owner.idle
     conn.data_received(_wire((b"GET", b"k"), (b"SUBSCRIBE", b"ch"), (b"PING",)))
     assert b"".join(transport.writes) == (

@@ -149,3 +149,16 @@ def test_c_express_passes_on_what_its_callables_raise() -> None:
         with pytest.raises(RuntimeError, match=name):
             _plainrun._c.express(SCAN, wire, MAX_COUNT, MAX_BULK, bad)  # type: ignore[union-attr]
     assert calls == {}
+
+
+@needs_c
+def test_the_c_wall_clock_reads_the_python_clock() -> None:
+    """``wall_clock_ms`` (the owner's default clock, which the express lane asks once per read
+    it serves) in C is ``wall_clock_ms_python``: milliseconds since the epoch, an int."""
+    assert _plainrun.wall_clock_ms is not _plainrun.wall_clock_ms_python
+    for _ in range(100):
+        before = _plainrun.wall_clock_ms_python()
+        now = _plainrun.wall_clock_ms()
+        after = _plainrun.wall_clock_ms_python()
+        assert type(now) is int
+        assert before <= now <= after, (before, now, after)

@@ -328,7 +328,12 @@ class RespDecoder:
             or self._overflow
             or self._error is not None
             or type(data) is not bytes
-            or not self._holds_nothing()
+            # _holds_nothing(), spelled out: this runs once per read
+            or self._chunks
+            or self._raw is not None
+            or self._argv is not None
+            or self._li != len(self._lines) - 1
+            or self._lines[-1]
         ):
             return None
         taken = take(_scan_raw, data, self._count_limit, self._bulk_limit, lane)

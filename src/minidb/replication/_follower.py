@@ -53,7 +53,7 @@ from minidb.replication._layout import (
 )
 from minidb.replication._restore import chunk_records, current_pointer, fetch_chunk
 from minidb.store import APPLIED, UNBOUNDED_OUTPUT, Batch, FollowExecutor, ShippedRecord, StoreOwner
-from minidb.store._actor import wall_clock_ms
+from minidb.store._plainrun import wall_clock_ms
 from minidb.wal import PayloadError, decode_ops
 
 logger = logging.getLogger("minidb.replication")

@@ -79,14 +79,13 @@ class Hub:
         self._latency[bisect_left(LATENCY_BOUNDS_S, seconds)] += requests
         self._latency_sum += seconds * requests
 
-    def observe_inline(self, requests: int) -> None:
-        """``requests`` answered in the callback that read them: ``observe_latency(0.0, ...)``
-        without the bisection (no wait lands in the first bucket)."""
-        self._latency[0] += requests
-
     @property
     def latency_buckets(self) -> tuple[int, ...]:
-        return tuple(self._latency)
+        # Requests answered in the callback that read them (the owner's ``inline``) waited
+        # for nothing: they are in the first bucket, counted where they are served.
+        buckets = list(self._latency)
+        buckets[0] += self.owner.inline
+        return tuple(buckets)
 
     @property
     def latency_sum(self) -> float:

@@ -59,7 +59,7 @@ from minidb.server.resp._executor import CommandCounts, RespExecutor
 from minidb.server.resp._info import ServerFacts
 from minidb.server.resp._session import SessionConfig
 from minidb.store import Keyspace, OwnerStatistics, StoreOwner, StoreState, StoreStatistics
-from minidb.store._actor import wall_clock_ms
+from minidb.store._plainrun import wall_clock_ms
 from minidb.wal import DurableLog, WalStatistics, open_log
 
 if TYPE_CHECKING:

@@ -142,6 +142,7 @@ from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
+from minidb.store._plainrun import wall_clock_ms
 from minidb.store._pubsub import PubSub, registry_for
 from minidb.store._state import StoreState
 
@@ -171,11 +172,6 @@ _REPLICA_REPLY = error_reply(REPLICA_REFUSAL)
 
 EXECUTOR_VERB = "COMMAND"
 """The verb label under which refused writes of an ``Executor``'s batches are counted."""
-
-
-def wall_clock_ms() -> int:
-    """The owner's default clock: milliseconds since the Unix epoch."""
-    return time.time_ns() // 1_000_000
 
 
 async def _one_poll() -> None:
@@ -302,8 +298,12 @@ class StoreOwner:
         self._expiry_at: int | None = None
         self._expiry_pending = False
         self._expiry_groups = self._expired = 0
-        self._waiting = False  # awaiting the mailbox: no group is half done
-        self._inline = 0
+        self.waiting = False
+        """Awaiting the mailbox: no group is half done (read as the attribute on a
+        connection's hot path, with ``mailbox.queued``: ``idle`` without a call)."""
+        self.inline = 0
+        """Requests connections served inline (see "Inline reads"): the owner's answers,
+        which the connection adds here itself (hot path: no call)."""
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
         self.blocking = BlockingRegistry(state.keyspace)
@@ -328,11 +328,11 @@ class StoreOwner:
                     self._sync_every_second(loop), name="minidb-wal-everysec"
                 )
             while True:
-                self._waiting = True
+                self.waiting = True
                 try:
                     batches = await self.mailbox.get(self.max_drain)
                 finally:
-                    self._waiting = False
+                    self.waiting = False
                 if self._expiry_pending:
                     self._expiry_pending = False
                     self._expire_due(loop)
@@ -895,12 +895,7 @@ class StoreOwner:
         """Whether a connection may serve a plain read in its own callback now (see
         "Inline reads"): the owner waits for work, none is queued, so no group is half
         done (the journal is empty) and nobody is overtaken."""
-        return self._waiting and not self.mailbox.queued
-
-    def count_inline(self, requests: int) -> None:
-        """Count ``requests`` a connection served inline (they are the owner's answers)."""
-        self._inline += requests
-        self._requests += requests
+        return self.waiting and not self.mailbox.queued
 
     @property
     def read_only(self) -> str | None:
@@ -910,7 +905,7 @@ class StoreOwner:
     def statistics(self) -> OwnerStatistics:
         return OwnerStatistics(
             groups=self._groups,
-            requests=self._requests,
+            requests=self._requests + self.inline,
             appends=self._appends,
             syncs=self._syncs,
             checkpoints=self._checkpoints,
@@ -928,5 +923,5 @@ class StoreOwner:
             expiry_groups=self._expiry_groups,
             expired_by_timer=self._expired,
             replica=self._replica,
-            inline_requests=self._inline,
+            inline_requests=self.inline,
         )

@@ -38,6 +38,7 @@ back (see ``store._actor``, "Output room").
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from minidb._accelerators import load
@@ -160,6 +161,11 @@ def express_python(
     return commands, end, served, replies
 
 
+def wall_clock_ms_python() -> int:
+    """The owner's default clock: milliseconds since the Unix epoch."""
+    return time.time_ns() // 1_000_000
+
+
 _c = load("minidb.store._cplain")
 if _c is not None:
     _c.bind(KeyUndo, Put, Remove, _Expiring)
@@ -179,6 +185,12 @@ express: Callable[[Scan, bytes, int, int, ExpressLane], Express | None] = (
     _c.express if _c is not None else express_python
 )
 """``express_python``, in C when the accelerator is built."""
+
+wall_clock_ms: Callable[[], int] = (
+    _c.wall_clock_ms if _c is not None else wall_clock_ms_python
+)
+"""``wall_clock_ms_python``, in C when the accelerator is built: the express lane asks the
+clock once per read it serves, where a Python function would be a frame of its own."""
 
 ACCELERATED = _c is not None
 

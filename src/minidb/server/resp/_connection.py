@@ -80,7 +80,7 @@ from minidb.server.resp._types import (
     Reply,
     ReplyAndClose,
 )
-from minidb.store import PLAIN_READS, Batch, Keyspace, express
+from minidb.store import PLAIN_READS, Batch, express
 from minidb.store._commands import BLOCKING
 from minidb.store._pubsub import Message
 
@@ -122,11 +122,13 @@ class RespRequests:
         session.owner_side = side  # its Forwards go to the owner as they are
         self._context = context
         self._env = context.env
-        self._decoder = self._new_decoder()
+        self.decoder = self._new_decoder()
+        """The framing (replaced by ``discard_partial``); the express lane calls it directly."""
         self._encoders = {2: RespEncoder(2), 3: RespEncoder(3)}
-        self._held: list[list[bytes]] = []  # commands decoded by has_request, not yet decided
+        self.held: list[list[bytes]] = []
+        """Commands decoded (by ``has_request`` or the express lane), not yet decided."""
         self._held_whole = False
-        """``_held`` is a whole read (``take_whole``'s): the decoder holds nothing after it."""
+        """``held`` is a whole read (``hold_whole``): the decoder holds nothing after it."""
         self.closing = False
         """No more commands: QUIT, a protocol error, or an HTTP request was decided."""
         self.protocol_error: RespProtocolError | None = None
@@ -146,41 +148,13 @@ class RespRequests:
         if not self.closing:
             # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
             self.session.last_interaction = self._env.unix_time()
-            self._decoder.feed(data)
+            self.decoder.feed(data)
 
-    def take_whole(
-        self, data: bytes, limit: int, ks: Keyspace, clock: Callable[[], int] | None,
-        room_of: Callable[[], int],
-    ) -> tuple[int, bytes, PlainRun | None] | None:
-        """A read that came while nothing is held, when it is nothing but at most ``limit``
-        plain commands: decoded, its plain reads at the head served inline (see
-        ``store.express``: none when ``clock`` is None, the owner not idle, or ``room_of()``
-        is negative) and the whole taken as one run, in one call. What it took: (reads
-        served, their replies, the run of what is left or None). Else None, and nothing was
-        taken (``receive`` it)."""
-        session = self.session
-        if self.closing or self._held or not session.plain_ready():
-            return None
-        executor = self._context.executor
-        taken = self._decoder.take_whole(data, express, (
-            limit, RUN_ARITY, PLAIN_READS, ks, executor.scratch, session.bucket,
-            session.protocol, clock, room_of, executor.max_reply_bytes, executor.raw_calls,
-        ))
-        if taken is None:
-            return None
-        commands, end, served, replies = taken
-        session.last_interaction = self._env.unix_time()
-        if end != len(commands):
-            self._held = commands  # decoded: next_requests decides them, in order
-            self._held_whole = True
-            return None
-        session.plain_run(commands, 0, end)
-        self.runs = True
-        if served == end:
-            return served, replies, None
-        return served, replies, PlainRun(
-            commands, session.bucket, session.protocol, self.side, served
-        )
+    def hold_whole(self, commands: list[list[bytes]]) -> None:
+        """``commands``, a whole read the express lane decoded but could not take as one run:
+        held for ``next_requests`` to decide, in order (the decoder holds nothing after them)."""
+        self.held = commands
+        self._held_whole = True
 
     def _new_decoder(self) -> RespDecoder:
         return RespDecoder(
@@ -191,20 +165,16 @@ class RespRequests:
     def has_request(self) -> bool:
         if self.closing:
             return False
-        if not self._held:
-            self._decoder.authenticated = self.session.authenticated
+        if not self.held:
+            self.decoder.authenticated = self.session.authenticated
             try:
-                self._held = self._decoder.next_commands(1)
+                self.held = self.decoder.next_commands(1)
             except RespProtocolError:
                 return True  # its error reply is a request to answer
-        return bool(self._held)
+        return bool(self.held)
 
     def discard_partial(self) -> None:
-        self._decoder = self._new_decoder()
-
-    def has_held(self) -> bool:
-        """Whether commands are decoded and not yet decided (``take_whole`` left them)."""
-        return bool(self._held)
+        self.decoder = self._new_decoder()
 
     def next_requests(self, limit: int) -> list[Any]:
         out: list[Any] = []
@@ -212,18 +182,18 @@ class RespRequests:
         session = self.session
         side = self.side
         env = self._env
-        decoder = self._decoder
+        decoder = self.decoder
         taken = 0  # commands taken (a PlainRun stands for several)
         if self.hold:
             return out  # the connection's next take, once every reply owed is written
         unanswered = self.unanswered
         while taken < limit and not self.closing:
-            commands = self._held
-            self._held = []
+            commands = self.held
+            self.held = []
             # Whether the decoder may hold more complete commands after these: fewer than
             # asked for means it has none left (nor an error to raise, checked below), which
             # spares a read of one request (redis-benchmark -P 1) a second, empty decode; so
-            # does a whole read that take_whole decoded.
+            # does a whole read the express lane decoded.
             more = not self._held_whole
             self._held_whole = False
             if not commands:
@@ -267,7 +237,7 @@ class RespRequests:
                     # Decided now it would act before the owner's requests ahead of it run:
                     # it waits for their replies (see "Subscriptions in order").
                     self.hold = True
-                    self._held = commands[at:]
+                    self.held = commands[at:]
                     break
                 at += 1
                 rejected = session.rejected
@@ -278,7 +248,7 @@ class RespRequests:
                         # The last of this take: what follows waits for its reply.
                         out.append(RespRequest(BlockingCall(action), side))  # type: ignore[arg-type]
                         self.hold = True
-                        self._held = commands[at:]
+                        self.held = commands[at:]
                         break
                     out.append(action)  # it carries the side: the owner's request as it is
                 elif kind in _OWNER_ACTIONS:
@@ -305,7 +275,7 @@ class RespRequests:
             if not more or self.hold:
                 break
         if self.closing:
-            self._held = []
+            self.held = []
             self.discard_partial()
         return out
 
@@ -320,6 +290,7 @@ class RespConnection(Connection):
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, context: RespContext) -> None:
         self._context = context
         self._executor = context.executor
+        self._unix_time = context.env.unix_time
         self._owner = hub.owner
         self.side = OwnerSide()
         self.session = session = RespSession(context.next_id(), context.config)
@@ -364,33 +335,55 @@ class RespConnection(Connection):
         return Batch(requests, self, deadline, executor=self._executor, size=size)
 
     def data_received(self, data: bytes) -> None:
-        # The express lane (issue 18): with nothing of this connection in flight, a read of
-        # plain commands is decoded and taken as one run in one C call (store.express),
-        # without a session decision per command, and while the owner is idle its reads at
-        # the head are served in that call; what is left (a write first of all) goes to the
-        # owner as one batch when the mailbox has room for it, else the general way, in order.
-        if self._pending or self._deferred or self._backlog or self._draining:
+        # The express lane (issue 18): with nothing of this connection in flight or held, and
+        # the session in its plain state, a read of plain commands is decoded and taken as one
+        # run in one C call (store.express), without a session decision per command, and
+        # while the owner is idle its reads at the head are served in that call; what is
+        # left (a write first of all) goes to the owner as one batch when the mailbox has
+        # room for it, else the general way, in order. This runs once per read (once per
+        # request at redis-benchmark -P 1), so it is written out in one function.
+        requests = self.requests_decoder
+        session = self.session
+        if (
+            self._pending or self._deferred or self._backlog or self._draining or self._closed
+            or requests.closing or requests.held or not session.plain_ready()
+        ):
             super().data_received(data)
             return
         try:
-            decoder = self.requests_decoder
             owner = self._owner
-            taken = decoder.take_whole(
-                data, self._max_in_flight, owner.state.keyspace,
-                owner.clock if owner.idle else None, self.output_room,
-            )
+            executor = self._executor
+            taken = requests.decoder.take_whole(data, express, (
+                self._max_in_flight, RUN_ARITY, PLAIN_READS, owner.state.keyspace,
+                executor.scratch, session.bucket, session.protocol,
+                owner.clock if owner.waiting and not owner.mailbox.queued else None,  # idle
+                self.output_room, executor.max_reply_bytes, executor.raw_calls,
+            ))  # fmt: skip
             if taken is None:
-                if not decoder.has_held():
-                    super().data_received(data)
-                    return
+                super().data_received(data)
+                return
+            commands, end, served, replies = taken
+            # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
+            session.last_interaction = self._unix_time()
+            if end != len(commands):
+                requests.hold_whole(commands)
                 self._fresh = True
                 self._take()
                 return
-            served, replies, run = taken
-            if served:
-                self._served_inline(served, replies)
-            if run is None:
-                return
+            session.plain_run(commands, 0, end)
+            requests.runs = True
+            if served:  # _served_inline and _write, spelled out
+                self._idle_from = self._loop.time()
+                self.requests += served
+                owner.inline += served
+                transport = self._transport
+                assert transport is not None  # it is the one calling
+                transport.write(replies)
+                if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
+                    self._drop_for_output(transport)
+                if served == end:
+                    return
+            run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
             if not self._output_paused and self._mailbox.room_for(self, True) >= (
                 weight := len(run)
             ):
@@ -435,8 +428,7 @@ class RespConnection(Connection):
         """``served`` requests were answered inline with ``replies``: count them and write."""
         self._idle_from = self._loop.time()  # _push_idle's one store, without the call
         self.requests += served
-        self._owner.count_inline(served)
-        self._hub.observe_inline(served)
+        self._owner.inline += served  # the owner's answers; the hub's latency zero
         self._write(replies)
 
     def _weigh(self, requests: list[Any]) -> int:
