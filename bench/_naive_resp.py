@@ -12,7 +12,12 @@ released (under ``everysec`` a thread fdatasyncs once a second; under ``no`` nev
 It answers GET, SET, PING and CONFIG GET (redis-benchmark's start-up probe); anything else is
 ``+OK``. It is a measuring stick, not a server: never run it for data.
 
-    python bench/_naive_resp.py PORT DATA_DIR always|everysec|no [asyncio|uvloop|minidb]
+    python bench/_naive_resp.py PORT DATA_DIR always|everysec|no [asyncio|uvloop|minidb|floor]
+
+``floor`` is lower still: on the runtime's loop, every command of a read is answered with a
+constant reply (GET ``$-1``, anything else ``+OK``), nothing parsed, stored or logged. It is
+what the event loop's turn and the transport cost a request in Python, whatever the server
+does (``bench/instructions.py --servers floor``).
 """
 
 from __future__ import annotations
@@ -116,6 +121,29 @@ class NaiveResp(asyncio.Protocol):
                 self.transport.write(replies)
 
 
+class FloorResp(asyncio.Protocol):
+    """The floor (see the module docstring): redis-benchmark's reads, answered unparsed."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.write = transport.write  # type: ignore[attr-defined]
+
+    def data_received(self, chunk: bytes) -> None:
+        # redis-benchmark sends whole commands, its name at byte 8 ("*2\r\n$3\r\nGET"), and
+        # its values hold no "\n*": one reply per command of the read.
+        if chunk[8:11] == b"GET":
+            reply = b"$-1\r\n"
+        elif chunk[8:14] == b"CONFIG":
+            reply = b"*0\r\n"  # the start-up probe: no settings
+        else:
+            reply = b"+OK\r\n"
+        self.write(reply * (chunk.count(b"\n*") + 1))
+
+
+async def serve_floor(port: int) -> None:
+    server = await asyncio.get_running_loop().create_server(FloorResp, "127.0.0.1", port)
+    await server.serve_forever()
+
+
 async def serve(port: int, data_dir: str, policy: str) -> None:
     loop = asyncio.get_running_loop()
     NaiveResp.log = _Log(os.path.join(data_dir, "naive.log"), policy, loop)
@@ -130,10 +158,10 @@ def main() -> None:
         import uvloop
 
         uvloop.run(serve(port, data_dir, policy))
-    elif flavour == "minidb":
+    elif flavour in ("minidb", "floor"):
         from minidb.runtime import run
 
-        run(serve(port, data_dir, policy))
+        run(serve(port, data_dir, policy) if flavour == "minidb" else serve_floor(port))
     else:
         asyncio.run(serve(port, data_dir, policy))
 

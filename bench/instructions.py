@@ -28,6 +28,11 @@ counts.
     PYTHONPATH=src python bench/instructions.py [--policy no] [--requests-16 20000]
         [--requests-1 5000] [--servers redis,minidb,asyncio]
 
+``--servers`` also takes ``uvloop`` (the naive server on uvloop) and ``floor``: a protocol on
+the runtime's loop that answers each command of a read with a constant reply, unparsed
+(``bench/_naive_resp.py``). Its count is what the event loop's turn and the transport cost a
+request in Python, which every asyncio server pays; what a server adds to it is its own.
+
 ``bench/vs_redis.py --instructions`` runs the same and judges the goal (minidb at most 2x
 Redis's instructions per request at ``-P 16``).
 """
