@@ -330,7 +330,7 @@ def test_connection_idle_timer_catches_up_with_activity_when_it_fires(
     stays; fired with no take since it was armed, the connection closes."""
     conn, transport, _ = _connection(loop, idle_timeout=30.0)
     armed_at = conn._idle_at
-    conn._push_idle(armed_at - 10.0)  # a take 20 s after opening
+    conn._idle_from = armed_at - 10.0  # a take 20 s after opening
     conn._on_idle()
     assert not transport.closed and conn._idle is not None
     assert conn._idle_at == armed_at + 20.0 and conn._idle.when() == pytest.approx(armed_at + 20.0)

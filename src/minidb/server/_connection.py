@@ -106,7 +106,7 @@ from minidb.server._config import OUTPUT_LOW_WATER_FRACTION
 from minidb.server._hub import Hub
 from minidb.server._line_auth import AuthGate
 from minidb.server._logging import event
-from minidb.store import UNBOUNDED_OUTPUT, Batch
+from minidb.store import UNBOUNDED_OUTPUT, Batch, Executor
 
 logger = logging.getLogger("minidb.server")
 
@@ -136,6 +136,9 @@ class Connection(asyncio.Protocol):
     """The wire form of ``ERR store unavailable`` (the owner is gone)."""
     listener: ClassVar[str]
     """The listener's name in metrics and logs (``line``, ``resp``)."""
+    _batch_executor: Executor | None = None
+    """Who runs this connection's batches on the owner: None for line-protocol requests
+    (``StoreState``), a protocol's ``Executor`` otherwise."""
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, decoder: Decoder) -> None:
         config = hub.config
@@ -162,7 +165,9 @@ class Connection(asyncio.Protocol):
         self._room_since: float | None = None  # when it began waiting for mailbox room
         self._transport: asyncio.Transport | None = None
         self._idle: asyncio.TimerHandle | None = None
-        self._idle_from = 0.0  # the last take: the idle timeout counts from it
+        self._idle_from = 0.0
+        """The last take: the idle timeout counts from it (the timer catches up when it
+        fires)."""
         self._idle_at = 0.0  # when the armed idle timer fires
         self._request_timer: asyncio.TimerHandle | None = None
         self._closed = False
@@ -322,11 +327,6 @@ class Connection(asyncio.Protocol):
     def _has_request(self) -> bool:
         return bool(self._deferred) or self._decoder.has_request()
 
-    def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
-        """A batch of this connection's requests weighing ``size`` (default one each; a
-        protocol with an executor passes it)."""
-        return Batch(requests, self, deadline, size=size)
-
     def _weigh(self, requests: list[Any]) -> int:
         """What ``requests`` weigh towards the in-flight bound, the mailbox's capacity and the
         owner's drain: one each (a protocol with heavier requests says otherwise)."""
@@ -375,7 +375,7 @@ class Connection(asyncio.Protocol):
         """Send requests whose replies nobody will read (a closed connection's last word to
         the owner, such as forgetting its WATCH): past the room check, one batch at most per
         closing connection, and never handed back for want of output room."""
-        batch = self._new_batch(requests, self._loop.time())
+        batch = Batch(requests, self, self._loop.time(), executor=self._batch_executor)
         batch.sink = _NO_READER
         with contextlib.suppress(UnavailableError):  # the owner is gone, the keyspace too
             self._mailbox.put_nowait(batch)
@@ -383,7 +383,7 @@ class Connection(asyncio.Protocol):
     def _answer_locally(self, replies: list[bytes]) -> None:
         count = len(replies)
         now = self._loop.time()
-        self._push_idle(now)
+        self._idle_from = now
         self.requests += count
         self._in_flight += count
         batch = Batch(replies, self, now + self._request_timeout_s)  # counted, never run
@@ -394,12 +394,15 @@ class Connection(asyncio.Protocol):
     def _send_to_owner(self, requests: list[Any], weight: int) -> None:
         loop = self._loop
         now = loop.time()
-        self._push_idle(now)
+        self._idle_from = now
         count = len(requests)
         self.requests += count
         self._in_flight += weight
         self._room_since = None
-        batch = self._new_batch(requests, now + self._request_timeout_s, weight)
+        batch = Batch(
+            requests, self, now + self._request_timeout_s, executor=self._batch_executor,
+            size=weight,
+        )
         self._pending.append(batch)
         try:
             self._mailbox.put_nowait(batch)
@@ -414,10 +417,13 @@ class Connection(asyncio.Protocol):
 
     def _shed(self, requests: list[Any], weight: int) -> None:
         count = len(requests)
-        self._push_idle(self._loop.time())
+        self._idle_from = self._loop.time()
         self.requests += count
         self._in_flight += weight
-        batch = self._new_batch(requests, self._loop.time() + self._request_timeout_s, weight)
+        batch = Batch(
+            requests, self, self._loop.time() + self._request_timeout_s,
+            executor=self._batch_executor, size=weight,
+        )
         batch.replies = self._refusals(requests, self.busy_reply)
         self._pending.append(batch)
         self._hub.shed += count
@@ -579,11 +585,6 @@ class Connection(asyncio.Protocol):
             transport.close()
 
     # -- timers --------------------------------------------------------------------------
-
-    def _push_idle(self, now: float) -> None:
-        """A take at ``now``: the idle timeout counts from here (the timer catches up when it
-        fires)."""
-        self._idle_from = now
 
     def _arm_idle(self, when: float) -> None:
         self._idle_at = when

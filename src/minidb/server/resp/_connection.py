@@ -80,7 +80,7 @@ from minidb.server.resp._types import (
     Reply,
     ReplyAndClose,
 )
-from minidb.store import PLAIN_READS, Batch, express
+from minidb.store import PLAIN_READS, express
 from minidb.store._commands import BLOCKING
 from minidb.store._pubsub import Message
 
@@ -289,7 +289,7 @@ class RespConnection(Connection):
 
     def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop, context: RespContext) -> None:
         self._context = context
-        self._executor = context.executor
+        self._executor = self._batch_executor = context.executor
         self._unix_time = context.env.unix_time
         self._owner = hub.owner
         self.side = OwnerSide()
@@ -330,9 +330,6 @@ class RespConnection(Connection):
             # QUIT, a protocol error or an HTTP request line: nothing after it is read, and
             # the connection closes once what it owes is written (at once if nothing).
             self.begin_drain()
-
-    def _new_batch(self, requests: list[Any], deadline: float, size: int | None = None) -> Batch:
-        return Batch(requests, self, deadline, executor=self._executor, size=size)
 
     def data_received(self, data: bytes) -> None:
         # The express lane (issue 18): with nothing of this connection in flight or held, and
@@ -385,7 +382,7 @@ class RespConnection(Connection):
                     return
             run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
             if not self._output_paused and self._mailbox.room_for(self, True) >= (
-                weight := len(run)
+                weight := end - served  # len(run), without the call
             ):
                 # What _take would do for this one run, without its loop.
                 super()._send_to_owner([run], weight)

@@ -225,7 +225,22 @@ class RespExecutor:
             journal = OpJournal()  # reads may expire keys lazily; nobody logs this one
         ks = state.keyspace
         if kind is PlainRun:
-            return self._run(ks, request, journal, now_ms, room)  # type: ignore[arg-type]
+            # A PlainRun in one call of run_plain (a request at -P 1: no second frame); its
+            # ``stop`` is set to where it stopped.
+            run: PlainRun = request  # type: ignore[assignment]
+            side: OwnerSide = run.side  # type: ignore[assignment]
+            session = side.session
+            session.bucket = run.bucket
+            session.protocol = run.protocol
+
+            def fallback(argv: list[bytes]) -> bytes:
+                return self._command(ks, session, argv, journal, now_ms)
+
+            run.stop, replies, _ = run_plain(
+                ks, journal, run.argvs, run.start, run.bucket, run.protocol, now_ms, room,
+                self.max_reply_bytes, self.raw_calls, fallback,
+            )
+            return replies
         if kind is Forward:
             forward: Forward = request  # type: ignore[assignment]
             owner_side: OwnerSide = forward.side  # type: ignore[assignment]
@@ -324,25 +339,6 @@ class RespExecutor:
         )
         side.waiter = waiter
         return Blocked.on(waiter)
-
-    def _run(
-        self, ks: Keyspace, run: PlainRun, journal: OpJournal, now_ms: int, room: int
-    ) -> bytes:
-        """A ``PlainRun`` in one call of ``run_plain``; ``run.stop`` is set to where it
-        stopped."""
-        side: OwnerSide = run.side  # type: ignore[assignment]
-        session = side.session
-        session.bucket = run.bucket
-        session.protocol = run.protocol
-
-        def fallback(argv: list[bytes]) -> bytes:
-            return self._command(ks, session, argv, journal, now_ms)
-
-        run.stop, replies, _ = run_plain(
-            ks, journal, run.argvs, run.start, run.bucket, run.protocol, now_ms, room,
-            self.max_reply_bytes, self.raw_calls, fallback,
-        )
-        return replies
 
     def run_inline(self, state: HasKeyspace, run: PlainRun, now_ms: int, room: int) -> bytes:
         """The replies of the plain reads at the head of ``run``, served in a connection's
