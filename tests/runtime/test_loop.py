@@ -247,6 +247,28 @@ def test_loop_huge_infinite_and_negative_delays(stepped: SteppedLoop) -> None:
     assert stepped.timer_statistics().entries == 0
 
 
+def test_loop_time_is_the_stock_clock_and_a_subclass_may_replace_it() -> None:
+    """loop.time() reads time.monotonic, as the stock loop's does; a subclass's own ``time``
+    (the paused clock's) and a patched instance attribute still win."""
+
+    class Fixed(rt.WheelEventLoop):
+        def time(self) -> float:
+            return 42.0
+
+    loop, fixed = rt.new_event_loop(), Fixed()
+    try:
+        for _ in range(100):
+            before = time.monotonic()
+            now = loop.time()
+            assert before <= now <= time.monotonic()
+        assert fixed.time() == 42.0
+        loop.time = lambda: 7.0  # type: ignore[method-assign]
+        assert loop.time() == 7.0
+    finally:
+        loop.close()
+        fixed.close()
+
+
 def test_loop_time_is_monotonic() -> None:
     """loop.time() never goes backwards across turns and timers."""
     loop = rt.new_event_loop()

@@ -17,7 +17,8 @@ Semantics, tested in ``tests/runtime/test_loop.py``: a timer never fires before 
 early); it fires at most one tick plus one loop turn late; timers run in deadline order, and
 timers whose deadlines share a tick run in the order they were scheduled (FIFO, as on
 uvloop/libuv, which also keep 1 ms deadlines; stock asyncio orders by the exact float and calls
-the order of equal deadlines undefined); ``loop.time()`` is the stock monotonic clock.
+the order of equal deadlines undefined); ``loop.time()`` is the stock monotonic clock
+(``time.monotonic`` itself, without the stock method's Python frame).
 
 A timer handle is an ``asyncio.TimerHandle`` (``WheelTimerHandle``) and prints as stock asyncio
 prints one, ``<TimerHandle when=...>``, in every state and in every message that shows it (the
@@ -41,6 +42,7 @@ import contextvars
 import math
 import os
 import sys
+import time
 from asyncio import base_events, events, format_helpers
 from collections.abc import Callable
 from typing import Any, TypeVarTuple, Unpack
@@ -207,6 +209,11 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
     """Float noise, in ticks, forgiven when a deadline is turned into a tick. None on the real
     clock (a deadline a hair past a tick boundary waits for the next tick: never early); the
     paused clock forgives a nanosecond so that 0.1 + 0.2 seconds lands on tick 300."""
+
+    time = staticmethod(time.monotonic)
+    """The stock loop's clock (``BaseEventLoop.time`` returns ``time.monotonic()``), as the C
+    function itself: the loop asks it every turn and a server per request, where the stock
+    method is a Python frame around it. A subclass's ``time`` (the paused clock's) wins."""
 
     def __init__(self, selector: Any = None) -> None:
         super().__init__(selector)
