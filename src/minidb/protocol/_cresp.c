@@ -7,7 +7,8 @@
  * before they are split into lines: from offset ``pos``, while ``len(out) < limit``, it takes
  * every multibulk command that is entirely present and plainly valid (the rules below) and
  * returns the offset of the first byte it did not take. The decoder splits only what is left.
- * Arguments are new bytes objects (one copy, as the split would make).
+ * Arguments are new bytes objects (one copy, as the split would make), except a command's name,
+ * which is shared (``command_name``).
  *
  * ``scan(lines, i, last, out, limit, max_count, max_bulk) -> int`` does the same over the
  * decoder's list of CRLF-split lines (``last`` is the index of its unterminated tail), for the
@@ -164,6 +165,45 @@ raw_header(const char *b, Py_ssize_t p, Py_ssize_t end, Py_ssize_t *next)
     return value;
 }
 
+/* Command names as shared objects. A pipeline repeats a few names (GET, SET...), and each is
+ * looked up several times downstream: the command table, the set of plain reads, the counts
+ * per name. A new bytes object per command pays its hash and, in every dict, a compare of
+ * contents; the one object per name seen before has its hash cached and matches by identity.
+ * The first NAMES_KEPT distinct names of printable ASCII up to NAME_MAX_BYTES are kept for
+ * the life of the process (bounded: a client sending made-up names fills it once, then gets
+ * new objects, as before); equal bytes either way, so nothing else can tell. */
+#define NAME_MAX_BYTES 24
+#define NAMES_KEPT 256
+#define NAME_SLOTS 512 /* open addressing, at most half full */
+static PyObject *names[NAME_SLOTS];
+static int names_kept;
+
+static PyObject *
+command_name(const char *s, Py_ssize_t n)
+{
+    if (n > NAME_MAX_BYTES)
+        return PyBytes_FromStringAndSize(s, n);
+    size_t h = (size_t)n;
+    for (Py_ssize_t k = 0; k < n; k++)
+        h = h * 31 + (unsigned char)s[k];
+    size_t slot = h & (NAME_SLOTS - 1);
+    for (; names[slot] != NULL; slot = (slot + 1) & (NAME_SLOTS - 1)) {
+        PyObject *name = names[slot];
+        if (PyBytes_GET_SIZE(name) == n && memcmp(PyBytes_AS_STRING(name), s, (size_t)n) == 0)
+            return Py_NewRef(name);
+    }
+    PyObject *name = PyBytes_FromStringAndSize(s, n);
+    if (name == NULL || names_kept >= NAMES_KEPT)
+        return name;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if ((unsigned char)s[k] < 0x21 || (unsigned char)s[k] > 0x7e)
+            return name;
+    (void)PyObject_Hash(name); /* cached in the object: never computed again */
+    names[slot] = Py_NewRef(name);
+    names_kept++;
+    return name;
+}
+
 static PyObject *
 scan_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -219,7 +259,8 @@ scan_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         p = first;
         for (k = 0; k < n; k++) {
             long long size = raw_header(b, p, end, &p);
-            PyObject *data = PyBytes_FromStringAndSize(b + p, (Py_ssize_t)size);
+            PyObject *data = k == 0 ? command_name(b + p, (Py_ssize_t)size)
+                                    : PyBytes_FromStringAndSize(b + p, (Py_ssize_t)size);
             if (data == NULL) {
                 Py_DECREF(argv);
                 return NULL;
