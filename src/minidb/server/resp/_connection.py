@@ -423,7 +423,7 @@ class RespConnection(Connection):
 
     def _served_inline(self, served: int, replies: bytes) -> None:
         """``served`` requests were answered inline with ``replies``: count them and write."""
-        self._idle_from = self._loop.time()  # _push_idle's one store, without the call
+        self._idle_from = self._loop.time()  # a take: the idle timeout counts from here
         self.requests += served
         self._owner.inline += served  # the owner's answers; the hub's latency zero
         self._write(replies)
