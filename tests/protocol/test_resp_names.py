@@ -31,9 +31,21 @@ assert long[0] is not long[1]  # past 24 bytes: a new object each time
 for odd in (b"G T", b"G\x00T", b"G\xffT"):
     got = names(odd)
     assert got[0] is not got[1], odd  # not printable ASCII: never kept
+# A name that starts another kept name and lands in its slot (the C hash, copied here) is
+# its own name: a lookup that matched on a prefix would hand back the longer one.
+def slot(name):
+    h = len(name)
+    for c in name:
+        h = (h * 31 + c) & (2**64 - 1)
+    return h & 511
+longer = next(b"PFX%d" % i for i in range(10**5) if slot(b"PFX%d" % i) == slot(b"PFX"))
+kept_longer = names(longer)
+assert kept_longer[0] is kept_longer[1]
+short = names(b"PFX")
+assert short[0] is short[1] and short[0] is not kept_longer[0], (short, kept_longer)
 for k in range(300):  # made-up names: the first 256 distinct are kept, no more
     got = names(b"N%d" % k)
-    kept = 2 + k < 256  # GET and get came first
+    kept = 4 + k < 256  # GET, get, the long and the short name came first
     assert (got[0] is got[1]) is kept, (k, got)
 assert names(b"GET")[0] is get[0]  # still there
 print("ok")
