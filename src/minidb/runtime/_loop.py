@@ -41,9 +41,11 @@ import asyncio
 import contextvars
 import math
 import os
+import select
+import selectors
 import sys
 import time
-from asyncio import base_events, events, format_helpers
+from asyncio import base_events, events, format_helpers, protocols, selector_events
 from collections.abc import Callable
 from typing import Any, TypeVarTuple, Unpack
 
@@ -60,6 +62,12 @@ on only its loop-wide figures and blocking detection (no per-task counters)."""
 
 MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 """Longest single wait in the selector, in seconds (the same cap as stock asyncio)."""
+
+_EPOLL_SELECTOR = getattr(selectors, "EpollSelector", None)  # Linux only
+_NOT_EPOLLIN = ~getattr(select, "EPOLLIN", 0)
+_NOT_EPOLLOUT = ~getattr(select, "EPOLLOUT", 0)
+_EVENT_READ = selectors.EVENT_READ
+_EVENT_WRITE = selectors.EVENT_WRITE
 
 _Ts = TypeVarTuple("_Ts")
 
@@ -158,6 +166,13 @@ class WheelTimerHandle(events.TimerHandle):
     _cancel_py = cancel
 
 
+_STOCK_RUN = frozenset(
+    kind for kind in (events.Handle, events.TimerHandle, WheelTimerHandle)
+    if kind._run is events.Handle._run
+)
+"""Handle types whose ``_run`` is the stock one, which the plain ``_run_once`` spells out."""
+
+
 def _no_c_schedule(*args: Any) -> WheelTimerHandle:
     raise RuntimeError("the C accelerator is not in use")
 
@@ -187,6 +202,47 @@ if _C_SCHEDULE is not _no_c_schedule and _accel.cancel_method is not None:
     WheelTimerHandle.cancel = _accel.cancel_method(WheelTimerHandle)  # type: ignore[method-assign]
 
 
+class _SocketTransport(selector_events._SelectorSocketTransport):  # type: ignore[name-defined,misc]
+    """asyncio's socket transport, its read of a plain ``Protocol`` one Python frame shorter:
+    ``_read_ready`` (the loop's reader callback, one call per read) runs the stock
+    ``_read_ready__data_received`` itself instead of calling it through ``_read_ready_cb``
+    (the same source in 3.11-3.13). A ``BufferedProtocol`` (``set_protocol`` says which)
+    reads the stock way."""
+
+    _plain = False
+    """The protocol is not a ``BufferedProtocol``: ``data_received`` gets the bytes."""
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._plain = not isinstance(protocol, protocols.BufferedProtocol)
+        super().set_protocol(protocol)
+
+    def _read_ready(self) -> None:
+        if not self._plain:
+            self._read_ready_cb()
+            return
+        # _SelectorSocketTransport._read_ready__data_received, spelled out.
+        if self._conn_lost:
+            return
+        try:
+            data = self._sock.recv(self.max_size)
+        except (BlockingIOError, InterruptedError):
+            return
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "Fatal read error on socket transport")
+            return
+        if not data:
+            self._read_ready__on_eof()
+            return
+        try:
+            self._protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+
+
 class WheelEventLoop(asyncio.SelectorEventLoop):
     """A drop-in asyncio event loop whose timers run on a hierarchical timer wheel."""
 
@@ -200,6 +256,8 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
     _check_thread: Callable[[], None]
     _check_callback: Callable[[object, str], None]
     _process_events: Callable[[Any], None]
+    _remove_reader: Callable[[Any], bool]
+    _remove_writer: Callable[[Any], bool]
     slow_callback_duration: float
 
     _introspector: Any = None
@@ -226,6 +284,15 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
             from minidb.runtime._introspection import enable_introspection
 
             enable_introspection(self, per_task=introspection != "loop")
+
+    def _make_socket_transport(
+        self, sock: Any, protocol: asyncio.BaseProtocol, waiter: Any = None, *,
+        extra: Any = None, server: Any = None,
+    ) -> _SocketTransport:
+        """The stock method's transport, as ``_SocketTransport`` (a shorter read)."""
+        if sys.version_info >= (3, 12):
+            self._ensure_fd_no_transport(sock)  # type: ignore[attr-defined]
+        return _SocketTransport(self, sock, protocol, waiter, extra, server)
 
     # -- scheduling ----------------------------------------------------------------------
 
@@ -423,12 +490,56 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
             return 0
         return wait_reaching_tick(now, timeout, at)
 
+    def _poll_epoll(self, selector: Any, timeout: float | None) -> None:
+        """``selector.select(timeout)`` and ``_process_events`` of what it returns, as one
+        function: the same handles appended to the ready queue in the same order, and the
+        same cancelled readers and writers removed, without the list of (key, mask) pairs,
+        a method call per descriptor to look its key up and one per handle to append it (a
+        server at ``redis-benchmark -P 1`` has one ready socket per request). It reads the
+        selector's private ``_selector`` (the epoll object) and ``_fd_to_key``, the same in
+        3.11-3.13; ``_run_once`` takes it only for an ``EpollSelector`` itself and a loop
+        whose ``_process_events`` is the class's (tests replace both)."""
+        # EpollSelector.select's timeout: epoll_wait has a resolution of 1 ms, rounded away
+        # from zero so as to wait at least ``timeout``.
+        if timeout is None:
+            timeout = -1
+        elif timeout <= 0:
+            timeout = 0
+        else:
+            timeout = math.ceil(timeout * 1e3) * 1e-3
+        fd_to_key = selector._fd_to_key
+        try:
+            fd_events = selector._selector.poll(timeout, len(fd_to_key) or 1)
+        except InterruptedError:
+            return
+        append = self._ready.append
+        for fd, event in fd_events:
+            key = fd_to_key.get(fd)
+            if key is None:
+                continue
+            wanted = key.events
+            reader, writer = key.data
+            if event & _NOT_EPOLLOUT and wanted & _EVENT_READ and reader is not None:
+                if reader._cancelled:
+                    self._remove_reader(key.fileobj)
+                else:
+                    append(reader)
+            if event & _NOT_EPOLLIN and wanted & _EVENT_WRITE and writer is not None:
+                if writer._cancelled:
+                    self._remove_writer(key.fileobj)
+                else:
+                    append(writer)
+
     def _run_once(self) -> None:
         """Run one full iteration: poll I/O, move due timers to the ready queue, run it."""
-        event_list = self._selector.select(self._select_timeout())
-        self._process_events(event_list)
-        # Needed to break cycles when an exception occurs.
-        event_list = None
+        selector = self._selector
+        if type(selector) is _EPOLL_SELECTOR and "_process_events" not in self.__dict__:
+            self._poll_epoll(selector, self._select_timeout())
+        else:
+            event_list = selector.select(self._select_timeout())
+            self._process_events(event_list)
+            # Needed to break cycles when an exception occurs.
+            event_list = None
 
         ready = self._ready
         due = self._wheel.poll(self._now_tick())
@@ -459,9 +570,37 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
                         )
                 finally:
                     self._current_handle = None
+            elif type(handle) in _STOCK_RUN:
+                # Handle._run, spelled out: a Python frame less per callback (one per ready
+                # socket). The instrumented _run_once of introspection keeps the frame (its
+                # blocking detector looks for it).
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:
+                    self._callback_failed(handle, exc)
             else:
                 handle._run()
         handle = None  # Needed to break cycles when an exception occurs.
+
+    def _callback_failed(self, handle: events.Handle, exc: BaseException) -> None:
+        """What ``Handle._run`` does when its callback raised: the same context to the
+        exception handler (the callback formatted as that Python version formats it)."""
+        callback, args = handle._callback, handle._args  # type: ignore[attr-defined]
+        if sys.version_info >= (3, 13):
+            source = format_helpers._format_callback_source(
+                callback, args, debug=self.get_debug()
+            )
+        else:
+            source = format_helpers._format_callback_source(
+                callback, args
+            )
+        context = {"message": f"Exception in callback {source}", "exception": exc,
+                   "handle": handle}
+        if handle._source_traceback:  # type: ignore[attr-defined]
+            context["source_traceback"] = handle._source_traceback  # type: ignore[attr-defined]
+        self.call_exception_handler(context)
 
 
 class EventLoopPolicy(asyncio.DefaultEventLoopPolicy):
