@@ -75,7 +75,8 @@ def test_io_turn_reports_a_failing_callback_as_the_stock_handle_does(make: Any) 
         _turn(loop)
         (context,) = contexts
         assert context["message"].startswith("Exception in callback ")
-        assert "boom(7)" in context["message"], context["message"]
+        # The callback's name; its arguments too before 3.13 (since, in debug mode only).
+        assert ".boom(" in context["message"], context["message"]
         assert type(context["exception"]) is ValueError and context["handle"] is handle
     finally:
         loop.close()
