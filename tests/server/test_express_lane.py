@@ -53,6 +53,7 @@ def _drive(
     try:
         log = MemoryLog()
         owner = StoreOwner(StoreState(), log, mailbox=100, clock=lambda: NOW_MS)
+        owner._loop = loop  # as run() sets it: the loop turn's group may start (commit ends it)
         conn, transport, _ = _connection(loop, owner)
         for at, piece in enumerate(pieces):
             turns = 0
@@ -64,6 +65,7 @@ def _drive(
             if owner_after[at % len(owner_after)]:
                 owner.commit(owner.mailbox.take(100))
         for _ in range(MAX_OWNER_TURNS):
+            owner.end_turn()
             if not owner.mailbox.queued:
                 break
             owner.commit(owner.mailbox.take(100))
@@ -107,10 +109,10 @@ def test_express_lane_equals_the_pure_path(
 
 
 @needs_c
-def test_express_lane_serves_gets_inline_and_sends_a_set_as_one_run() -> None:
-    """-P 1's shapes: a read of GETs while the owner is idle is answered in the callback; a
-    SET at the head of a read goes to the owner as one batch, answered after its group."""
+def test_express_lane_serves_gets_inline_and_runs_a_set_in_the_turn() -> None:
+    """-P 1's shapes: a read of GETs while the owner is idle is answered in the callback; so
+    is a SET at the head of a read, in the loop turn's group (answered after its log)."""
     wire = [encode_command([b"SET", b"k", b"v"]), encode_command([b"GET", b"k"]) * 2]
     (out, items, log), inline = _drive(True, wire, [True], [True])
-    assert out == b"+OK\r\n$1\r\nv\r\n$1\r\nv\r\n" and len(log) == 1 and inline == 2
+    assert out == b"+OK\r\n$1\r\nv\r\n$1\r\nv\r\n" and len(log) == 1 and inline == 3
     assert items == [Put(b"0", b"k", b"v", None)]

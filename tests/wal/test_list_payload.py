@@ -36,7 +36,7 @@ list_ops = st.one_of(
     st.builds(ListSet, names, names, positions, st.binary(max_size=20)),
     st.builds(ListInsert, names, names, positions, st.binary(max_size=20)),
     st.builds(ListRemove, names, names, removals, st.binary(max_size=20)),
-    st.builds(PutContainer, names, names, st.just(KIND_LIST), elements),
+    st.builds(PutContainer, names, names, st.just(KIND_LIST), elements, expiry),
     st.builds(AddElements, names, names, st.just(KIND_LIST), elements),
 )
 

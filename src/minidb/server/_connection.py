@@ -177,6 +177,9 @@ class Connection(asyncio.Protocol):
         self._peer = "?"
         self.requests = 0
         self._pushed = 0  # bytes of pushed output waiting in line (see ``push``)
+        self._in_turn = False
+        """A run of this connection's ran in the loop turn's group: its replies come with
+        ``turn_answered``, before any other of its replies."""
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -475,10 +478,20 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self._fail("flush", exc)
 
+    def turn_answered(self, replies: bytes) -> None:
+        """The loop turn's group is logged (``StoreOwner.end_turn``): write the replies of
+        the run this connection ran in it, then whatever was answered meanwhile."""
+        self._in_turn = False
+        try:
+            self._write(replies)
+            self.flush()
+        except Exception as exc:
+            self._fail("turn_answered", exc)
+
     def _write_answered(self) -> None:
         pending = self._pending
-        if not pending or pending[0].replies is None:
-            return
+        if not pending or pending[0].replies is None or self._in_turn:
+            return  # (in the turn: its replies come first, turn_answered writes these)
         done = 0
         out: list[bytes] = []
         now: float | None = None
@@ -567,7 +580,7 @@ class Connection(asyncio.Protocol):
     def _finish_if_drained(self) -> None:
         # close() lets the last replies drain; if they never do, the idle timer or the end of
         # the shutdown grace period aborts the connection.
-        if not self._pending and not self._backlog and not self._closed:
+        if not self._pending and not self._backlog and not self._closed and not self._in_turn:
             self._closed = True
             if self._transport is not None:
                 self._transport.close()

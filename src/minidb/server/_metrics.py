@@ -148,8 +148,9 @@ class ServerCollector(Collector):
         )
         yield CounterMetricFamily(
             "minidb_inline_requests",
-            "Plain reads a RESP connection served in its own callback while the data owner was"
-            " idle (part of the requests it answers; see docs/architecture.md)",
+            "Plain commands a RESP connection ran in its own callback while the data owner was"
+            " idle: reads served at once and runs of the loop turn's group (part of the"
+            " requests it answers; see docs/architecture.md)",
             owner.inline_requests,
         )
         yield HistogramMetricFamily(

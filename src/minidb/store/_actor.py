@@ -70,10 +70,27 @@ connection may run the plain reads at the head of what it read in its own callba
 C run (``store._plainrun``), and write their replies at once, instead of a batch, a mailbox
 wakeup, a group and a flush. Nothing is overtaken (nothing waits), no group is half done
 (nothing shown is unlogged) and nothing changes (a key past its deadline stops the inline
-run: its removal is a write, the owner's), so the promises above hold; writes always come
-here, whatever the fsync policy: run inline, each read's writes would pay a log write of
-their own where a group shares one (measured: more instructions per SET and less
-throughput at ``-P 16`` under ``no``; see docs/architecture.md).
+run: its removal is a write, the owner's), so the promises above hold. Only while no turn's
+group is open (below): a read served then could show a write not yet logged.
+
+Writes of the turn: while the owner is idle, a RESP connection may also run a plain run that
+writes (or reads, once a turn is open) in its own callback, with ``run_in_turn``: the run
+changes the keyspace at once, its journal is the owner's, and its replies wait. The first run
+of a loop turn schedules ``_turn_over``, which runs after the turn's other callbacks (after one
+more poll under ``always`` with the loop sync, while polls bring more runs, as a group
+gathers) and calls ``end_turn``: the turn's records are written (and synced, as the policy
+says) in one call, then each connection is handed its replies (``turn_answered``), so the
+promises of a group hold for the turn's group: nothing is answered before it is logged (and
+synced under ``always``), a failed write or sync rolls the turn back and answers it as
+``_fail_group`` answers a group, and an owner that stops refuses it. Every group the owner
+runs, and the owner's exit, ends an open turn first, so the log keeps the order in which the
+keyspace changed, and a connection's later replies follow its turn's. Not with
+``sync_in_thread`` or ``commit_delay`` (the owner's group waits on purpose there), nor while
+writes are refused, the owner stops, or failpoints are set. This is the group commit of a
+loop turn (Redis's ``beforeSleep`` writes the AOF once per turn the same way): per
+request it spares the batch, the mailbox, the owner's wakeup, its group loop and the flush
+(measured in docs/architecture.md, "Sixth round"). An earlier variant applied the write in
+the callback but still logged and released it with the owner's next group; it saved little.
 
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).
@@ -120,7 +137,7 @@ import logging
 import os
 import time
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass
 from typing import cast
 
@@ -141,7 +158,7 @@ from minidb.store._blocking import Blocked, BlockingRegistry, Waiter
 from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
-from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink
+from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink, TurnSink
 from minidb.store._plainrun import wall_clock_ms
 from minidb.store._pubsub import PubSub, registry_for
 from minidb.store._state import StoreState
@@ -302,8 +319,15 @@ class StoreOwner:
         """Awaiting the mailbox: no group is half done (read as the attribute on a
         connection's hot path, with ``mailbox.queued``: ``idle`` without a call)."""
         self.inline = 0
-        """Requests connections served inline (see "Inline reads"): the owner's answers,
-        which the connection adds here itself (hot path: no call)."""
+        """Requests connections served inline (see "Inline reads") or ran in the loop's turn
+        (see "Writes of the turn"): the owner's answers, which the connection adds here
+        itself (hot path: no call)."""
+        self.turn: list[tuple[TurnSink, Executor, Sized, bytes]] = []
+        """The loop turn's group (see "Writes of the turn"): per run a connection ran in its
+        own callback, its sink, executor, request and replies, until ``end_turn``."""
+        self.turn_writes = not sync_in_thread and not commit_delay
+        """Whether connections may run writes in their own callback while the owner is idle
+        (read as the attribute on a connection's hot path)."""
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
         self.blocking = BlockingRegistry(state.keyspace)
@@ -311,6 +335,9 @@ class StoreOwner:
         self._woken: list[Waiter] = []
         """Waiters served in the group being applied: answered with it, after its sync."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._turn_ms = 0
+        self._turn_polls = self._turn_seen = 0
+        """The wall-clock time of the loop turn's group (one for the group, as ``now_ms``)."""
         self.pubsub: PubSub = registry_for(state.keyspace)
         """Subscriptions, and the messages the group's PUBLISHes left for ``_release``."""
 
@@ -333,6 +360,7 @@ class StoreOwner:
                     batches = await self.mailbox.get(self.max_drain)
                 finally:
                     self.waiting = False
+                self.end_turn()  # the turn's writes changed the keyspace first
                 if self._expiry_pending:
                     self._expiry_pending = False
                     self._expire_due(loop)
@@ -385,6 +413,7 @@ class StoreOwner:
                     # once; without this yield the owner would serve them group after group
                     # and never let the loop read a quiet client's socket (or fire a timer).
                     await asyncio.sleep(0)
+            self.end_turn()
             if self._checkpoint is not None:
                 await asyncio.shield(self._checkpoint)
         except BaseException:
@@ -392,6 +421,9 @@ class StoreOwner:
             # in the state: its writes were never acknowledged and a checkpoint would keep them.
             if self._journal.undo:
                 self.state.rollback(self._journal)
+            turn, self.turn = self.turn, []
+            for sink, executor, request, _ in turn:  # ran, rolled back, never logged
+                sink.turn_answered(executor.refusal(request, "store unavailable"))
             # The data dies with this task: whoever still waits learns it now, and the
             # mailbox refuses everything from here on.
             self.mailbox.close()
@@ -478,11 +510,99 @@ class StoreOwner:
             self._log([], [], now_ms)
         return len(expired)
 
+    # -- the loop turn's group ------------------------------------------------------------
+
+    def run_in_turn(
+        self, sink: TurnSink, executor: Executor, request: Sized, room: int
+    ) -> bytes | None:
+        """Run ``request`` (a connection's plain run) now, in the connection's callback, as
+        part of the loop turn's group (see "Writes of the turn"); its replies, which the
+        connection must hold until ``end_turn`` hands them back through
+        ``sink.turn_answered``. None if writes are refused or the owner is stopping (the
+        caller sends it the usual way). The caller checked that the owner is idle."""
+        loop = self._loop
+        if (
+            self._read_only is not None or self._replica or self.mailbox.closed
+            or _failpoints.ACTIVE or loop is None
+        ):
+            return None
+        turn = self.turn
+        if not turn:
+            self._turn_ms = self.clock()
+            self._turn_polls = self._turn_seen = 0
+            loop.call_soon(self._turn_over)
+        now_ms = self._turn_ms
+        replies = executor.execute(self.state, request, self._journal, now_ms, room)
+        if self.blocking.ready:  # a waited key made ready: its waiters are served now
+            self._serve_waiters(now_ms)
+        turn.append((sink, executor, request, replies))
+        return replies
+
+    def _turn_over(self) -> None:
+        """The loop turn that began the group is over: end it, or under ``always`` (loop
+        sync) let the loop poll once more first while each poll brings more runs
+        (``GATHER_POLLS`` at most), as a group the owner runs gathers (see the module
+        docstring): the sync blocks the loop, and the clients a poll just missed would each
+        wait out a further one."""
+        turn = self.turn
+        if (
+            self._gathers and self._journal.records and len(turn) > self._turn_seen
+            and self._turn_polls < GATHER_POLLS
+        ):
+            self._turn_seen = len(turn)
+            self._turn_polls += 1
+            assert self._loop is not None
+            # Scheduled now, it runs after the callbacks of the poll that comes first.
+            self._loop.call_soon(self._turn_over)
+            return
+        self.end_turn()
+
+    def end_turn(self) -> None:
+        """Log the loop turn's group (one write, and the sync under ``always``), then hand
+        each connection its replies; after a failed write or sync, as ``_fail_group``
+        answers a group. Runs at the end of the turn (scheduled by its first run), and
+        before any other group, so the log keeps the order in which the keyspace changed."""
+        turn = self.turn
+        if not turn:
+            return
+        self.turn = []
+        journal = self._journal
+        journal.close_group()
+        wrote = bool(journal.records)
+        answers = [replies for _, _, _, replies in turn]
+        if wrote:
+            reason = self._write_log()
+            if reason is not None:
+                batches = [
+                    Batch([request], ran_for, 0.0, executor=executor)
+                    for ran_for, executor, request, _ in turn
+                ]
+                answers = [b"".join(r) for r in self._fail_group(batches, reason, self._turn_ms)]
+        count = sum([len(request) for _, _, request, _ in turn])
+        self._groups += 1
+        self._requests += count
+        self._size_sum += count
+        self._sizes[bisect_left(BATCH_SIZE_BOUNDS, count)] += 1
+        for (ran_for, _, _, _), replies in zip(turn, answers, strict=True):
+            ran_for.turn_answered(replies)
+        if self._woken:
+            for sink in dict.fromkeys(batch.sink for batch in self._answer_woken()):
+                sink.flush()
+        if wrote:
+            loop = self._loop
+            assert loop is not None
+            self._arm_expiry(loop)
+            job = self._begin_checkpoint()
+            if job is not None:
+                self._checkpoint = loop.run_in_executor(None, job)
+                self._checkpoint.add_done_callback(self._checkpoint_done)
+
     # -- one group -----------------------------------------------------------------------
 
     def commit(self, batches: list[Batch]) -> None:
         """Apply, log, sync and answer one group of batches (see the module docstring);
         a checkpoint it triggers runs to completion here, on the caller's thread."""
+        self.end_turn()
         now_ms = self.clock()
         self._release(batches, self._log(batches, self._apply(batches, now_ms), now_ms))
         job = self._begin_checkpoint()
@@ -575,9 +695,17 @@ class StoreOwner:
         self, batches: list[Batch], results: list[list[bytes]], now_ms: int
     ) -> list[list[bytes]]:
         """Append the group's records and sync on this thread; the replies to release."""
-        journal = self._journal
-        if not journal.records:
+        if not self._journal.records:
             return results
+        reason = self._write_log()
+        if reason is not None:
+            return self._fail_group(batches, reason, now_ms)
+        return results
+
+    def _write_log(self) -> str | None:
+        """Append the journal's records, sync or write them as the policy says, and clear
+        it; None, or why the log failed (the journal is left for the rollback)."""
+        journal = self._journal
         try:
             # The whole group in one call, not a few per write (a bulk load's group holds
             # thousands of SETs): the log encodes and frames its records together.
@@ -587,12 +715,12 @@ class StoreOwner:
             else:
                 self.log.write_pending()
         except (OSError, WalError, ValueError) as exc:
-            return self._fail_group(batches, _reason(exc), now_ms)
+            return _reason(exc)
         self._appends += len(journal.records)
         if self.fsync == "always":
             self._syncs += 1
         journal.clear()
-        return results
+        return None
 
     async def _log_in_thread(
         self,
@@ -630,14 +758,8 @@ class StoreOwner:
             count += batch.size if batch.leftover is None else len(batch.requests)
             if batch.replies is None and not batch.held:
                 batch.replies = replies
-        woken = self._woken
-        if woken:
-            for waiter in woken:
-                held: _Held = waiter.owner
-                held.batch.held = False
-                held.batch.replies = [*held.prefix, waiter.reply or b""]
-                batches = [*batches, held.batch]  # its sink is flushed below
-            woken.clear()
+        if self._woken:
+            batches = [*batches, *self._answer_woken()]  # their sinks are flushed below
         self._groups += 1
         self._requests += count
         self._size_sum += count
@@ -647,6 +769,17 @@ class StoreOwner:
             sink.flush()
         if self.pubsub.outbox:  # delivered only now: logged (and synced) with what preceded
             self.pubsub.release()
+
+    def _answer_woken(self) -> list[Batch]:
+        """Answer the batches of the waiters this group served; those batches."""
+        batches = []
+        for waiter in self._woken:
+            held: _Held = waiter.owner
+            held.batch.held = False
+            held.batch.replies = [*held.prefix, waiter.reply or b""]
+            batches.append(held.batch)
+        self._woken.clear()
+        return batches
 
     def _execute_refusing(
         self, batch: Batch, now_ms: int, outcome: str, room: int
@@ -895,7 +1028,7 @@ class StoreOwner:
         """Whether a connection may serve a plain read in its own callback now (see
         "Inline reads"): the owner waits for work, none is queued, so no group is half
         done (the journal is empty) and nobody is overtaken."""
-        return self.waiting and not self.mailbox.queued
+        return self.waiting and not self.mailbox.queued and not self.turn
 
     @property
     def read_only(self) -> str | None:

@@ -67,6 +67,13 @@ class ReplySink(Protocol):
         ...
 
 
+class TurnSink(ReplySink, Protocol):
+    """A sink that runs requests in its own callback as part of the loop turn's group
+    (``StoreOwner.run_in_turn``): handed their replies once the group is logged."""
+
+    def turn_answered(self, replies: bytes) -> None: ...
+
+
 class RoomWaiter(Protocol):
     """A sender queued for room: called when some is free for it (from inside the owner's
     ``get``/``take``, so it must never raise); ``room_for`` is positive for it meanwhile."""

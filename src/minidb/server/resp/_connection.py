@@ -336,24 +336,27 @@ class RespConnection(Connection):
         # the session in its plain state, a read of plain commands is decoded and taken as one
         # run in one C call (store.express), without a session decision per command, and
         # while the owner is idle its reads at the head are served in that call; what is
-        # left (a write first of all) goes to the owner as one batch when the mailbox has
-        # room for it, else the general way, in order. This runs once per read (once per
-        # request at redis-benchmark -P 1), so it is written out in one function.
+        # left (a write first of all) runs here too, in the loop turn's group, while the
+        # owner is idle (see "Writes of the turn" in store._actor), else goes to the owner as
+        # one batch when the mailbox has room for it, else the general way, in order. This
+        # runs once per read (once per request at redis-benchmark -P 1), so it is written out
+        # in one function.
         requests = self.requests_decoder
         session = self.session
         if (
             self._pending or self._deferred or self._backlog or self._draining or self._closed
-            or requests.closing or requests.held or not session.plain_ready()
+            or self._in_turn or requests.closing or requests.held or not session.plain_ready()
         ):
             super().data_received(data)
             return
         try:
             owner = self._owner
             executor = self._executor
+            idle = owner.waiting and not owner.mailbox.queued
             taken = requests.decoder.take_whole(data, express, (
                 self._max_in_flight, RUN_ARITY, PLAIN_READS, owner.state.keyspace,
                 executor.scratch, session.bucket, session.protocol,
-                owner.clock if owner.waiting and not owner.mailbox.queued else None,  # idle
+                owner.clock if idle and not owner.turn else None,  # reads served at once
                 self.output_room, executor.max_reply_bytes, executor.raw_calls,
             ))  # fmt: skip
             if taken is None:
@@ -381,6 +384,20 @@ class RespConnection(Connection):
                 if served == end:
                     return
             run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
+            if idle and owner.turn_writes and not self._output_paused:
+                # The loop turn's group (see "Writes of the turn" in store._actor): run now,
+                # answered once the turn's writes are logged.
+                room = self.output_room()
+                if room >= 0 and owner.run_in_turn(self, executor, run, room) is not None:
+                    self._in_turn = True
+                    self._idle_from = self._loop.time()
+                    self.requests += run.stop - served
+                    owner.inline += run.stop - served
+                    if run.stop != end:  # out of output room: the rest waits its turn
+                        self._deferred.append(run.remainder())
+                        self._backlog = True
+                        self._set_reading()
+                    return
             if not self._output_paused and self._mailbox.room_for(self, True) >= (
                 weight := end - served  # len(run), without the call
             ):

@@ -1,0 +1,172 @@
+"""The loop turn's group: plain runs a RESP connection runs in its own callback while the data
+owner is idle, logged once per loop turn before any of their replies leaves (see "Writes of the
+turn" in ``store._actor``).
+
+The owner does not run as a task here: the test makes it idle (``waiting``), gives it the loop
+a running owner has, and ends the turn by hand where the loop would (``_turn_over``), except in
+the last test, where the owner task runs on a real loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+import pytest
+
+from minidb.store import MemoryLog, StoreOwner, StoreState
+from tests.server.test_connection import RecordingLoop
+from tests.server.test_pubsub_hold import _connection, _wire
+
+pytestmark = pytest.mark.accelerator  # tests/sanitizers/run.py runs these under ASan and UBSan
+
+
+def _idle_owner(loop: RecordingLoop, fsync: str = "no") -> tuple[StoreOwner, MemoryLog]:
+    log = MemoryLog()
+    owner = StoreOwner(StoreState(), log, mailbox=100, fsync=fsync)
+    owner._loop = loop  # as run() sets it
+    owner.waiting = True  # awaiting the mailbox: idle
+    return owner, log
+
+
+def _value(owner: StoreOwner, key: bytes) -> bytes | None:
+    """``key``'s value in bucket 0 (RESP's), or None."""
+    for item in owner.state.keyspace.items():
+        if (item.bucket, item.key) == (b"0", key):
+            return item.value  # type: ignore[no-any-return]
+    return None
+
+
+def _scheduled(loop: RecordingLoop) -> list[object]:
+    return [handle._callback for handle in loop._ready]  # type: ignore[attr-defined]
+
+
+def test_a_set_runs_in_the_turn_and_is_answered_only_once_logged(loop: RecordingLoop) -> None:
+    owner, log = _idle_owner(loop)
+    conn, transport, _ = _connection(loop, owner)
+    conn.data_received(_wire((b"SET", b"k", b"v")))
+    # Ran: the keyspace has it, nothing went to the mailbox; not logged, so not answered.
+    assert _value(owner, b"k") == b"v"
+    assert not owner.mailbox.queued and transport.writes == [] and log.appended == []
+    assert _scheduled(loop) == [owner._turn_over]  # once per turn, by its first run
+    owner._turn_over()
+    assert len(log.written) == 1 and transport.writes == [b"+OK\r\n"]
+    assert owner.turn == [] and not conn._in_turn
+    assert owner.statistics().inline_requests == 1
+
+
+def test_no_reply_leaves_before_the_turns_sync_under_always(loop: RecordingLoop) -> None:
+    """Under ``always`` a reply waits for the fdatasync, and so does a read of another
+    connection in the same turn (it would show a value not yet durable): it runs in the turn
+    too, instead of being served at once."""
+    owner, log = _idle_owner(loop, fsync="always")
+    writer, wrote, _ = _connection(loop, owner)
+    reader, read, _ = _connection(loop, owner)
+    writer.data_received(_wire((b"SET", b"k", b"v")))
+    reader.data_received(_wire((b"GET", b"k")))
+    assert wrote.writes == [] and read.writes == [] and log.syncs == 0
+    assert owner.idle is False  # a turn is open: nothing is served at once
+    owner.end_turn()
+    assert log.syncs == 1 and wrote.writes == [b"+OK\r\n"] and read.writes == [b"$1\r\nv\r\n"]
+
+
+def test_the_turn_gathers_while_polls_bring_more_under_always(loop: RecordingLoop) -> None:
+    """Under ``always`` (loop sync) the turn's end waits one more loop poll while the last
+    one brought more runs, as the owner's own groups gather before their sync."""
+    owner, log = _idle_owner(loop, fsync="always")
+    first, _, _ = _connection(loop, owner)
+    second, _, _ = _connection(loop, owner)
+    first.data_received(_wire((b"SET", b"a", b"1")))
+    loop._ready.clear()  # type: ignore[attr-defined]
+    owner._turn_over()  # the poll brought a run: wait one more
+    assert log.syncs == 0 and _scheduled(loop) == [owner._turn_over]
+    second.data_received(_wire((b"SET", b"b", b"2")))
+    loop._ready.clear()  # type: ignore[attr-defined]
+    owner._turn_over()  # it brought one more: wait again
+    assert log.syncs == 0 and _scheduled(loop) == [owner._turn_over]
+    owner._turn_over()  # nothing new: sync now, one sync for both
+    assert log.syncs == 1 and len(log.synced) == 2
+
+
+def test_the_turn_ends_without_gathering_under_no(loop: RecordingLoop) -> None:
+    owner, log = _idle_owner(loop, fsync="no")
+    conn, transport, _ = _connection(loop, owner)
+    conn.data_received(_wire((b"SET", b"a", b"1")))
+    owner._turn_over()
+    assert transport.writes == [b"+OK\r\n"] and log.syncs == 0 and len(log.written) == 1
+
+
+def test_a_group_of_the_owner_ends_the_turn_first(loop: RecordingLoop) -> None:
+    """A batch the owner runs (here: MULTI's, which no run takes) comes after the turn's
+    writes in the log and on the wire, whoever sent it."""
+    owner, log = _idle_owner(loop)
+    conn, transport, _ = _connection(loop, owner)
+    other, other_transport, _ = _connection(loop, owner)
+    conn.data_received(_wire((b"SET", b"k", b"1")))
+    other.data_received(_wire((b"MULTI",), (b"INCR", b"k"), (b"EXEC",)))
+    assert owner.mailbox.queued  # the transaction goes to the owner
+    owner.commit(owner.mailbox.take(100))
+    assert transport.writes == [b"+OK\r\n"]
+    assert other_transport.writes[-1].endswith(b"*1\r\n:2\r\n")  # it saw the turn's SET
+    assert len(log.written) == 2
+
+
+def test_a_failed_log_write_rolls_the_turn_back_and_refuses_its_writes(
+    loop: RecordingLoop,
+) -> None:
+    """As for any group: the writes are undone and answered ``not logged``, reads are run
+    again from the rolled-back state, and the store turns read-only (so no further turn)."""
+    owner, log = _idle_owner(loop, fsync="always")
+    conn, transport, _ = _connection(loop, owner)
+    other, other_transport, _ = _connection(loop, owner)
+    conn.data_received(_wire((b"SET", b"k", b"v")))
+    other.data_received(_wire((b"GET", b"k")))
+    log.fail_sync = errno.EIO
+    owner.end_turn()
+    assert _value(owner, b"k") is None
+    assert transport.writes == [b"-ERR not logged: Input/output error\r\n"]
+    assert other_transport.writes == [b"$-1\r\n"]  # the value never was durable
+    assert owner.read_only is not None
+    conn.data_received(_wire((b"SET", b"k", b"w")))
+    assert owner.turn == [] and owner.mailbox.queued  # refused the usual way, by the owner
+
+
+def test_a_run_out_of_output_room_runs_the_rest_after_its_replies(loop: RecordingLoop) -> None:
+    """The turn runs a read only as far as the connection's output room goes; the rest is
+    handed back and runs once its replies are written, in order."""
+    owner, _ = _idle_owner(loop)
+    conn, transport, _ = _connection(loop, owner)
+    big = b"x" * 4096
+    conn.data_received(_wire((b"SET", b"a", big), (b"SET", b"b", big)))
+    owner.end_turn()
+    transport.writes.clear()
+    transport.unsent = conn._soft_limit - 1  # room for one reply
+    conn.data_received(_wire((b"SET", b"c", b"1"), (b"GET", b"a"), (b"GET", b"b")))
+    assert conn._deferred and not transport.reading  # the rest waits its turn
+    transport.unsent = 0
+    owner.end_turn()  # writes the turn's replies, then sends the rest to the owner
+    owner.commit(owner.mailbox.take(100))
+    assert b"".join(transport.writes) == b"+OK\r\n" + (b"$4096\r\n" + big + b"\r\n") * 2
+
+
+def test_an_owner_stopped_with_a_turn_open_refuses_it_and_rolls_it_back() -> None:
+    """The owner task ends (cancelled) while a turn it never logged is open: the turn's
+    writes are undone and its connections answered ``store unavailable``."""
+
+    async def main() -> tuple[list[bytes], object]:
+        loop = asyncio.get_running_loop()
+        owner = StoreOwner(StoreState(), MemoryLog(), mailbox=100, fsync="no")
+        task = loop.create_task(owner.run())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert owner.waiting
+        conn, transport, _ = _connection(loop, owner)  # type: ignore[arg-type]
+        task.cancel()  # its step is queued ahead of the turn's end
+        conn.data_received(_wire((b"SET", b"k", b"v")))
+        assert owner.turn
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(task, timeout=10)
+        return transport.writes, _value(owner, b"k")
+
+    writes, value = asyncio.run(main())
+    assert writes == [b"-ERR store unavailable\r\n"] and value is None
