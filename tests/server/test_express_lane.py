@@ -53,7 +53,8 @@ def _drive(
     try:
         log = MemoryLog()
         owner = StoreOwner(StoreState(), log, mailbox=100, clock=lambda: NOW_MS)
-        owner._loop = loop  # as run() sets it: the loop turn's group may start (commit ends it)
+        owner._loop, owner._running = loop, True  # as run() sets them: the loop turn's group
+        owner._update_turns()  # may take runs (commit ends it)
         conn, transport, _ = _connection(loop, owner)
         for at, piece in enumerate(pieces):
             turns = 0

@@ -483,8 +483,13 @@ class Connection(asyncio.Protocol):
         the run this connection ran in it, then whatever was answered meanwhile."""
         self._in_turn = False
         try:
-            self._write(replies)
-            self.flush()
+            transport = self._transport
+            if not self._closed and transport is not None:  # _write, spelled out
+                transport.write(replies)
+                if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
+                    self._drop_for_output(transport)
+            if self._pending or self._backlog or self._draining:
+                self.flush()
         except Exception as exc:
             self._fail("turn_answered", exc)
 

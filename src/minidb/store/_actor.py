@@ -74,11 +74,12 @@ run: its removal is a write, the owner's), so the promises above hold. Only whil
 group is open (below): a read served then could show a write not yet logged.
 
 Writes of the turn: while the owner is idle, a RESP connection may also run a plain run that
-writes (or reads, once a turn is open) in its own callback, with ``run_in_turn``: the run
-changes the keyspace at once, its journal is the owner's, and its replies wait. The first run
-of a loop turn schedules ``_turn_over``, which runs after the turn's other callbacks (after one
-more poll under ``always`` with the loop sync, while polls bring more runs, as a group
-gathers) and calls ``end_turn``: the turn's records are written (and synced, as the policy
+writes (or reads, once a turn is open) in its own callback: in the express lane's C call as
+far as the C run takes it (``join_turn``), the rest through its executor (``run_in_turn``).
+The run changes the keyspace at once, its journal is the owner's, and its replies wait. The
+first run of a loop turn schedules ``_turn_over``, which runs after the turn's other callbacks
+(after one more poll under ``always`` with the loop sync, while polls bring more runs, as a
+group gathers) and calls ``end_turn``: the turn's records are written (and synced, as the policy
 says) in one call, then each connection is handed its replies (``turn_answered``), so the
 promises of a group hold for the turn's group: nothing is answered before it is logged (and
 synced under ``always``), a failed write or sync rolls the turn back and answers it as
@@ -86,7 +87,10 @@ synced under ``always``), a failed write or sync rolls the turn back and answers
 runs, and the owner's exit, ends an open turn first, so the log keeps the order in which the
 keyspace changed, and a connection's later replies follow its turn's. Not with
 ``sync_in_thread`` or ``commit_delay`` (the owner's group waits on purpose there), nor while
-writes are refused, the owner stops, or failpoints are set. This is the group commit of a
+writes are refused, the owner stops, or failpoints are set. A connection in the turn takes
+nothing more until it is answered (its express lane is closed while ``_in_turn``), and its run
+is one read within its in-flight bound, so a turn holds at most one read per connection, as
+a group of the owner holds at most ``max_drain`` requests. This is the group commit of a
 loop turn (Redis's ``beforeSleep`` writes the AOF once per turn the same way): per
 request it spares the batch, the mailbox, the owner's wakeup, its group loop and the flush
 (measured in docs/architecture.md, "Sixth round"). An earlier variant applied the write in
@@ -303,7 +307,7 @@ class StoreOwner:
         self._checkpoint: asyncio.Future[None] | None = None
         self._pause_last = self._pause_max = 0.0
         self._checkpoint_failures = 0
-        self._journal = OpJournal()
+        self.journal = OpJournal()
         self._read_only: str | None = None
         self._replica = replica
         self._groups = self._requests = self._appends = self._syncs = self._checkpoints = 0
@@ -322,12 +326,16 @@ class StoreOwner:
         """Requests connections served inline (see "Inline reads") or ran in the loop's turn
         (see "Writes of the turn"): the owner's answers, which the connection adds here
         itself (hot path: no call)."""
-        self.turn: list[tuple[TurnSink, Executor, Sized, bytes]] = []
+        self.turn: list[tuple[TurnSink, Executor, object, bytes]] = []
         """The loop turn's group (see "Writes of the turn"): per run a connection ran in its
         own callback, its sink, executor, request and replies, until ``end_turn``."""
-        self.turn_writes = not sync_in_thread and not commit_delay
-        """Whether connections may run writes in their own callback while the owner is idle
-        (read as the attribute on a connection's hot path)."""
+        self._turns = not sync_in_thread and not commit_delay
+        """Whether this owner's policy lets the loop turn's group take runs at all."""
+        self.turn_writes = False
+        """Whether the loop turn's group takes runs now (while the owner is idle): the task
+        runs and is not stopping, writes are taken, no failpoint is set, and the policy lets
+        it (``_turns``). Kept current by ``_update_turns``; read as the attribute on a
+        connection's hot path."""
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
         self.blocking = BlockingRegistry(state.keyspace)
@@ -335,8 +343,9 @@ class StoreOwner:
         self._woken: list[Waiter] = []
         """Waiters served in the group being applied: answered with it, after its sync."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._running = False
         self._turn_ms = 0
-        self._turn_polls = self._turn_seen = 0
+        self._turn_polls = self._turn_seen = self._turn_requests = self._turn_number = 0
         """The wall-clock time of the loop turn's group (one for the group, as ``now_ms``)."""
         self.pubsub: PubSub = registry_for(state.keyspace)
         """Subscriptions, and the messages the group's PUBLISHes left for ``_release``."""
@@ -348,6 +357,8 @@ class StoreOwner:
         loop = asyncio.get_running_loop()
         batches: list[Batch] = []
         self._loop = loop
+        self._running = True
+        self._update_turns()
         try:
             self._arm_expiry(loop)
             if self.fsync == "everysec":
@@ -376,13 +387,13 @@ class StoreOwner:
                 now_ms = self.clock()
                 applying = loop.time()
                 results = self._apply(batches, now_ms)
-                if self._journal.records and self.commit_delay:
+                if self.journal.records and self.commit_delay:
                     # Postgres's commit_delay: the sync is about to be paid, so let whatever
                     # arrives meanwhile share it. Reads-only groups never wait.
                     await asyncio.sleep(self.commit_delay)
                     results += self._take_more(batches, now_ms)
                 elif (
-                    self._journal.records
+                    self.journal.records
                     and self._gathers
                     and loop.time() - applying < LONG_GROUP_S
                 ):
@@ -395,7 +406,7 @@ class StoreOwner:
                         if not more:
                             break
                         results += more
-                wrote = bool(self._journal.records)
+                wrote = bool(self.journal.records)
                 if self.sync_in_thread and wrote and self.fsync == "always":
                     results = await self._log_in_thread(loop, batches, results, now_ms)
                 else:
@@ -419,8 +430,8 @@ class StoreOwner:
         except BaseException:
             # A group applied but neither logged nor failed (cancelled mid-group) must not stay
             # in the state: its writes were never acknowledged and a checkpoint would keep them.
-            if self._journal.undo:
-                self.state.rollback(self._journal)
+            if self.journal.undo:
+                self.state.rollback(self.journal)
             turn, self.turn = self.turn, []
             for sink, executor, request, _ in turn:  # ran, rolled back, never logged
                 sink.turn_answered(executor.refusal(request, "store unavailable"))
@@ -432,6 +443,7 @@ class StoreOwner:
             self._refuse(batches + self.mailbox.take_all() + woken, UNAVAILABLE)
             raise
         finally:
+            self._running = self.turn_writes = False
             if self._background_sync is not None:
                 self._background_sync.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -447,6 +459,14 @@ class StoreOwner:
     def close(self) -> None:
         """Stop taking new batches; ``run()`` returns once the queued ones are committed."""
         self.mailbox.close()
+        self._update_turns()
+
+    def _update_turns(self) -> None:
+        """Set ``turn_writes`` from what it depends on (call when one of them changes)."""
+        self.turn_writes = (
+            self._turns and self._running and self._read_only is None and not self._replica
+            and not self.mailbox.closed and not _failpoints.ACTIVE
+        )
 
     # -- fsync everysec ------------------------------------------------------------------
 
@@ -462,6 +482,7 @@ class StoreOwner:
                         self._syncs += 1
                 except (OSError, WalError) as exc:
                     self._read_only = _reason(exc)
+                    self._update_turns()
                     logger.error("wal_datasync_failed reason=%r", self._read_only)
         finally:
             executor.shutdown(wait=True)
@@ -502,7 +523,7 @@ class StoreOwner:
         """Remove the keys due by ``now_ms`` as a group of their own, logged and synced like
         writes (read-only: removed without a record; the log already implies them); how many.
         """
-        journal = self._journal if self._read_only is None and not self._replica else None
+        journal = self.journal if self._read_only is None and not self._replica else None
         expired = self.state.keyspace.expire_due(now_ms, journal)
         if expired:
             self._expiry_groups += 1
@@ -514,46 +535,58 @@ class StoreOwner:
 
     def run_in_turn(
         self, sink: TurnSink, executor: Executor, request: Sized, room: int
-    ) -> bytes | None:
+    ) -> bytes:
         """Run ``request`` (a connection's plain run) now, in the connection's callback, as
         part of the loop turn's group (see "Writes of the turn"); its replies, which the
-        connection must hold until ``end_turn`` hands them back through
-        ``sink.turn_answered``. None if writes are refused or the owner is stopping (the
-        caller sends it the usual way). The caller checked that the owner is idle."""
-        loop = self._loop
-        if (
-            self._read_only is not None or self._replica or self.mailbox.closed
-            or _failpoints.ACTIVE or loop is None
-        ):
-            return None
-        turn = self.turn
-        if not turn:
-            self._turn_ms = self.clock()
-            self._turn_polls = self._turn_seen = 0
-            loop.call_soon(self._turn_over)
+        connection holds until ``end_turn`` hands them back (``sink.turn_answered``). The
+        caller checked that the owner is idle and ``turn_writes``."""
+        if not self.turn:
+            self._open_turn()
         now_ms = self._turn_ms
-        replies = executor.execute(self.state, request, self._journal, now_ms, room)
+        replies = executor.execute(self.state, request, self.journal, now_ms, room)
         if self.blocking.ready:  # a waited key made ready: its waiters are served now
             self._serve_waiters(now_ms)
-        turn.append((sink, executor, request, replies))
+        self.turn.append((sink, executor, request, replies))
+        self._turn_requests += len(request)
         return replies
 
-    def _turn_over(self) -> None:
+    def join_turn(
+        self, sink: TurnSink, executor: Executor, request: object, replies: bytes, count: int
+    ) -> None:
+        """``request`` (``count`` commands) already ran in the loop turn's group, in the C
+        call of the connection's express lane (``store.express``, with ``journal``, the
+        owner idle and ``turn_writes``), answering ``replies``: hold them for ``end_turn`` as
+        for ``run_in_turn``. (Plain strings only: no waited key can have become ready.)"""
+        if not self.turn:
+            self._open_turn()
+        self.turn.append((sink, executor, request, replies))
+        self._turn_requests += count
+
+    def _open_turn(self) -> None:
+        self._turn_ms = self.clock()
+        self._turn_polls = self._turn_seen = self._turn_requests = 0
+        self._turn_number += 1
+        assert self._loop is not None  # turn_writes: the task runs
+        self._loop.call_soon(self._turn_over, self._turn_number)
+
+    def _turn_over(self, number: int) -> None:
         """The loop turn that began the group is over: end it, or under ``always`` (loop
         sync) let the loop poll once more first while each poll brings more runs
         (``GATHER_POLLS`` at most), as a group the owner runs gathers (see the module
         docstring): the sync blocks the loop, and the clients a poll just missed would each
         wait out a further one."""
+        if number != self._turn_number:
+            return  # that turn's group was ended by an owner's group; this one has its own
         turn = self.turn
         if (
-            self._gathers and self._journal.records and len(turn) > self._turn_seen
+            self._gathers and self.journal.records and len(turn) > self._turn_seen
             and self._turn_polls < GATHER_POLLS
         ):
             self._turn_seen = len(turn)
             self._turn_polls += 1
             assert self._loop is not None
             # Scheduled now, it runs after the callbacks of the poll that comes first.
-            self._loop.call_soon(self._turn_over)
+            self._loop.call_soon(self._turn_over, number)
             return
         self.end_turn()
 
@@ -566,28 +599,29 @@ class StoreOwner:
         if not turn:
             return
         self.turn = []
-        journal = self._journal
+        journal = self.journal
         journal.close_group()
         wrote = bool(journal.records)
-        answers = [replies for _, _, _, replies in turn]
-        if wrote:
-            reason = self._write_log()
-            if reason is not None:
-                batches = [
-                    Batch([request], ran_for, 0.0, executor=executor)
-                    for ran_for, executor, request, _ in turn
-                ]
-                answers = [b"".join(r) for r in self._fail_group(batches, reason, self._turn_ms)]
-        count = sum([len(request) for _, _, request, _ in turn])
+        count = self._turn_requests
         self._groups += 1
         self._requests += count
         self._size_sum += count
         self._sizes[bisect_left(BATCH_SIZE_BOUNDS, count)] += 1
-        for (ran_for, _, _, _), replies in zip(turn, answers, strict=True):
-            ran_for.turn_answered(replies)
+        reason = self._write_log() if wrote else None
+        if reason is None:
+            for sink, _, _, replies in turn:
+                sink.turn_answered(replies)
+        else:
+            batches = [
+                Batch([request], sink, 0.0, executor=executor)
+                for sink, executor, request, _ in turn
+            ]
+            answers = self._fail_group(batches, reason, self._turn_ms)
+            for batch, replies_of in zip(batches, answers, strict=True):
+                cast(TurnSink, batch.sink).turn_answered(b"".join(replies_of))
         if self._woken:
-            for sink in dict.fromkeys(batch.sink for batch in self._answer_woken()):
-                sink.flush()
+            for woken in dict.fromkeys(batch.sink for batch in self._answer_woken()):
+                woken.flush()
         if wrote:
             loop = self._loop
             assert loop is not None
@@ -629,7 +663,7 @@ class StoreOwner:
         left is run only as far as its room goes (see "Output room" above)."""
         state = self.state
         read_only = self._read_only is not None
-        journal = self._journal
+        journal = self.journal
         rooms = self._rooms
         results = []
         replica = self._replica
@@ -695,7 +729,7 @@ class StoreOwner:
         self, batches: list[Batch], results: list[list[bytes]], now_ms: int
     ) -> list[list[bytes]]:
         """Append the group's records and sync on this thread; the replies to release."""
-        if not self._journal.records:
+        if not self.journal.records:
             return results
         reason = self._write_log()
         if reason is not None:
@@ -705,7 +739,7 @@ class StoreOwner:
     def _write_log(self) -> str | None:
         """Append the journal's records, sync or write them as the policy says, and clear
         it; None, or why the log failed (the journal is left for the rollback)."""
-        journal = self._journal
+        journal = self.journal
         try:
             # The whole group in one call, not a few per write (a bulk load's group holds
             # thousands of SETs): the log encodes and frames its records together.
@@ -731,7 +765,7 @@ class StoreOwner:
     ) -> list[list[bytes]]:
         """Like ``_log``, but the write and fdatasync run in a worker thread while the loop
         keeps reading connections (the next group gathers in the mailbox, unapplied)."""
-        journal = self._journal
+        journal = self.journal
         log = cast(SplitSyncLog, self.log)
         try:
             log.append_groups(journal.records)
@@ -825,9 +859,10 @@ class StoreOwner:
 
     def _fail_group(self, batches: list[Batch], reason: str, now_ms: int) -> list[list[bytes]]:
         state = self.state
-        state.rollback(self._journal)
+        state.rollback(self.journal)
         self.pubsub.discard()  # the reads run again below, PUBLISH among them
         self._read_only = reason
+        self._update_turns()
         why = "not logged: " + reason
         not_logged = error_reply(why)
         results = []
@@ -885,7 +920,7 @@ class StoreOwner:
 
     def _serve_waiters(self, now_ms: int) -> None:
         """Serve the waiters of the keys made ready (journaled in this group)."""
-        for waiter in self.blocking.serve_ready(self._journal, now_ms):
+        for waiter in self.blocking.serve_ready(self.journal, now_ms):
             waiter.release = None
             held: _Held = waiter.owner
             if held.timer is not None:
@@ -981,6 +1016,7 @@ class StoreOwner:
         # fails itself), so stop taking writes rather than ask it again.
         self._checkpoint_failures += 1
         self._read_only = _reason(exc)
+        self._update_turns()
         logger.error("checkpoint_failed reason=%r", self._read_only)
 
     def final_checkpoint(self) -> bool:
@@ -1022,6 +1058,7 @@ class StoreOwner:
         """Leave the replica role: the next group takes client writes. Whoever feeds it
         ``FollowExecutor`` batches must have stopped (the sequence is this log's from now)."""
         self._replica = False
+        self._update_turns()
 
     @property
     def idle(self) -> bool:

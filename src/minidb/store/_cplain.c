@@ -23,6 +23,8 @@
  *
  * With ``fallback`` None the run is a connection's inline read (the owner idle): it runs
  * only reads, only as far as they are plain, and stops at the first command that is not.
+ * ``express`` also runs one with writes (``run_with``): a run of the loop turn's group, with
+ * the owner's journal, which stops at the first command Python must run.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -848,13 +850,12 @@ count_call(Counts *c, PyObject *name)
     return 0;
 }
 
+/* ``run``'s body. ``writes`` (only with ``fallback`` None: the express lane's run in the loop
+ * turn's group) lets writes run here too, with ``journal`` the owner's: the run still stops at
+ * the first command Python must run, which the caller runs itself. */
 static PyObject *
-run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+run_with(PyObject *const *args, int writes)
 {
-    if (nargs != 11) {
-        PyErr_SetString(PyExc_TypeError, "run() takes 11 arguments");
-        return NULL;
-    }
     Run r = {0};
     r.ks = args[0];
     r.journal = args[1];
@@ -867,7 +868,8 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r.max_reply = PyLong_AsSsize_t(args[8]);
     PyObject *fallback = args[10];
     Counts counts = {args[9], NULL, 0};
-    r.reads_only = fallback == Py_None;
+    int stop_at_python = fallback == Py_None;
+    r.reads_only = stop_at_python && !writes;
     if (PyErr_Occurred())
         return NULL;
     if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(counts.calls)) {
@@ -900,8 +902,8 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (count_call(&counts, PyList_GET_ITEM(argv, 0)) < 0)
                 goto error;
         }
-        else if (r.reads_only) {
-            break; /* the caller sends the rest to the owner */
+        else if (stop_at_python) {
+            break; /* the caller runs the rest the usual way */
         }
         else {
             if (run_settle_keys(&r) < 0 || counts_flush(&counts) < 0)
@@ -1528,36 +1530,59 @@ plain_end(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return end < 0 ? NULL : PyLong_FromSsize_t(end);
 }
 
+static PyObject *
+run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "run() takes 11 arguments");
+        return NULL;
+    }
+    return run_with(args, 0);
+}
+
 /* express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket,
- *         protocol, clock, room_of, max_reply, calls)) -> None | (commands, end, served, replies)
+ *         protocol, clock, room_of, max_reply, calls, inline, turn))
+ *     -> None | (commands, end, served, replies, turned, turn_replies)
  *
  * The express lane of a RESP connection in one call, the twin of
  * ``_plainrun.express_python``: ``scan`` (the decoder's ``scan_raw``) decodes the whole read
  * ``data``; None if it is not entirely complete, plainly valid commands, at most ``limit``.
- * ``end`` is where their plain run ends (``plain_end``). When every command is plain, the
- * first is one of ``reads`` and ``clock`` is not None (the owner is idle), ``room_of()`` is
- * asked for the output room and, if it is not negative, the reads at the head are served as
- * an inline ``run`` (no fallback) at ``clock()`` would serve them: ``served`` of them, their
- * replies in ``replies``. A read that starts with a write pays neither call. */
+ * ``end`` is where their plain run ends (``plain_end``). When every command is plain and
+ * ``clock`` is not None (the owner is idle), ``room_of()`` is asked for the output room and,
+ * if it is not negative:
+ *
+ * - with ``inline`` true and the first command one of ``reads``, the reads at the head are
+ *   served as an inline ``run`` (no fallback, ``journal`` the scratch one) at ``clock()``
+ *   would serve them: ``served`` of them, their replies in ``replies``;
+ * - then, with ``turn`` not None (the owner's journal: the loop turn's group may take them),
+ *   the commands from there run as a ``run`` with writes (``run_with``) and ``turn`` for
+ *   journal, up to the first that Python must run: to ``turned``, their replies in
+ *   ``turn_replies``, which the caller holds until the turn is logged.
+ *
+ * ``turned`` is ``served`` when nothing ran in the turn. A call that runs nothing asks
+ * neither ``room_of`` nor ``clock``. */
 static PyObject *
 express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 5 || !PyBytes_CheckExact(args[1]) || !PyTuple_CheckExact(args[4])
-        || PyTuple_GET_SIZE(args[4]) != 11) {
-        PyErr_SetString(PyExc_TypeError, "express(scan, bytes, max_count, max_bulk, 11-tuple)");
+        || PyTuple_GET_SIZE(args[4]) != 13) {
+        PyErr_SetString(PyExc_TypeError, "express(scan, bytes, max_count, max_bulk, 13-tuple)");
         return NULL;
     }
     PyObject *data = args[1], *lane = args[4];
     PyObject *arities = PyTuple_GET_ITEM(lane, 1), *reads = PyTuple_GET_ITEM(lane, 2);
-    PyObject *clock = PyTuple_GET_ITEM(lane, 7);
+    PyObject *clock = PyTuple_GET_ITEM(lane, 7), *turn = PyTuple_GET_ITEM(lane, 12);
     if (!PyDict_CheckExact(arities) || !PyFrozenSet_CheckExact(reads)) {
         PyErr_SetString(PyExc_TypeError, "express() needs a dict of arities and a frozenset");
         return NULL;
     }
+    int inline_reads = PyObject_IsTrue(PyTuple_GET_ITEM(lane, 11));
+    if (inline_reads < 0)
+        return NULL;
     PyObject *commands = PyList_New(0);
     if (commands == NULL)
         return NULL;
-    PyObject *zero = PyLong_FromLong(0), *now = NULL, *room = NULL, *ran = NULL;
+    PyObject *zero = PyLong_FromLong(0), *now = NULL, *room = NULL, *ran = NULL, *turned = NULL;
     PyObject *scan_args[6] = {data, zero, commands, PyTuple_GET_ITEM(lane, 0), args[2], args[3]};
     PyObject *taken = zero == NULL ? NULL : PyObject_Vectorcall(args[0], scan_args, 6, NULL);
     Py_ssize_t at = taken == NULL ? -1 : PyLong_AsSsize_t(taken);
@@ -1574,12 +1599,15 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (end < 0)
         goto error;
     if (end == count && clock != Py_None) {
-        /* plain_end_from saw a list with a name first */
-        PyObject *name = PyList_GET_ITEM(PyList_GET_ITEM(commands, 0), 0);
-        int read = PySet_Contains(reads, name);
-        if (read < 0)
-            goto error;
-        if (read) {
+        int read = 0;
+        if (inline_reads) {
+            /* plain_end_from saw a list with a name first */
+            PyObject *name = PyList_GET_ITEM(PyList_GET_ITEM(commands, 0), 0);
+            read = PySet_Contains(reads, name);
+            if (read < 0)
+                goto error;
+        }
+        if (read || turn != Py_None) {
             room = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, 8));
             long long left = room == NULL ? -1 : PyLong_AsLongLong(room);
             if (left == -1 && PyErr_Occurred())
@@ -1588,29 +1616,48 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 now = PyObject_CallNoArgs(clock);
                 if (now == NULL)
                     goto error;
+            }
+            PyObject *next = zero, *next_room = room;
+            if (left >= 0 && read) {
                 PyObject *run_args[11] = {
                     PyTuple_GET_ITEM(lane, 3), PyTuple_GET_ITEM(lane, 4), commands, zero,
                     PyTuple_GET_ITEM(lane, 5), PyTuple_GET_ITEM(lane, 6), now, room,
                     PyTuple_GET_ITEM(lane, 9), PyTuple_GET_ITEM(lane, 10), Py_None,
                 };
-                ran = run(module, run_args, 11);
+                ran = run_with(run_args, 0);
                 if (ran == NULL)
+                    goto error;
+                next = PyTuple_GET_ITEM(ran, 0);
+                next_room = PyTuple_GET_ITEM(ran, 2);
+                left = PyLong_AsLongLong(next_room);
+                if (left == -1 && PyErr_Occurred())
+                    goto error;
+            }
+            if (left >= 0 && turn != Py_None && PyLong_AsSsize_t(next) < count) {
+                PyObject *run_args[11] = {
+                    PyTuple_GET_ITEM(lane, 3), turn, commands, next,
+                    PyTuple_GET_ITEM(lane, 5), PyTuple_GET_ITEM(lane, 6), now, next_room,
+                    PyTuple_GET_ITEM(lane, 9), PyTuple_GET_ITEM(lane, 10), Py_None,
+                };
+                turned = run_with(run_args, 1);
+                if (turned == NULL)
                     goto error;
             }
         }
     }
     PyObject *end_obj = PyLong_FromSsize_t(end);
+    PyObject *no_replies = PyBytes_FromStringAndSize("", 0);
     PyObject *result = NULL;
-    if (end_obj != NULL && ran != NULL)
-        result = PyTuple_Pack(4, commands, end_obj, PyTuple_GET_ITEM(ran, 0),
-                              PyTuple_GET_ITEM(ran, 1));
-    else if (end_obj != NULL) {
-        PyObject *no_replies = PyBytes_FromStringAndSize("", 0);
-        if (no_replies != NULL)
-            result = PyTuple_Pack(4, commands, end_obj, zero, no_replies);
-        Py_XDECREF(no_replies);
+    if (end_obj != NULL && no_replies != NULL) {
+        PyObject *served = ran ? PyTuple_GET_ITEM(ran, 0) : zero;
+        PyObject *replies = ran ? PyTuple_GET_ITEM(ran, 1) : no_replies;
+        result = PyTuple_Pack(6, commands, end_obj, served, replies,
+                              turned ? PyTuple_GET_ITEM(turned, 0) : served,
+                              turned ? PyTuple_GET_ITEM(turned, 1) : no_replies);
     }
     Py_XDECREF(end_obj);
+    Py_XDECREF(no_replies);
+    Py_XDECREF(turned);
     Py_XDECREF(ran);
     Py_XDECREF(now);
     Py_XDECREF(room);
@@ -1619,6 +1666,7 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 
 error:
+    Py_XDECREF(turned);
     Py_XDECREF(ran);
     Py_XDECREF(now);
     Py_XDECREF(room);
@@ -1669,7 +1717,8 @@ static PyMethodDef methods[] = {
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
     {"express", (PyCFunction)(void (*)(void))express, METH_FASTCALL,
      "express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket, "
-     "protocol, clock, room_of, max_reply, calls)) -> None | (commands, end, served, replies)"},
+     "protocol, clock, room_of, max_reply, calls, inline, turn)) -> None | (commands, end, "
+     "served, replies, turned, turn_replies)"},
     {"wall_clock_ms", wall_clock_ms, METH_NOARGS,
      "wall_clock_ms() -> milliseconds since the Unix epoch (CLOCK_REALTIME)"},
     {"bind", (PyCFunction)(void (*)(void))bind, METH_FASTCALL,

@@ -31,6 +31,13 @@ PING) as far as they are plain, and stops at the first command that is not, whic
 owner with the rest. It changes nothing (a key past its deadline is not plain: its lazy
 expiry is a write, the owner's), so it needs no log. The Python twin runs nothing inline.
 
+Runs of the loop turn's group. ``express`` also runs, the owner idle, what follows those
+reads with writes allowed and the owner's journal (the C twin's ``run_with``): a run of the
+loop turn's group (``store._actor``, "Writes of the turn"), plain as for the owner and noted
+in the journal exactly as the owner's run notes it, stopping at the first command Python must
+run, which the connection runs in the turn through the executor. The Python twin runs nothing
+there either: the connection runs every command through the executor.
+
 Output room. A run stops after the command whose reply took ``room`` below zero, as the owner
 does between requests; the commands from ``next`` on are not run, and the caller hands them
 back (see ``store._actor``, "Output room").
@@ -123,14 +130,18 @@ Scan = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
 ``_cresp``): the commands of a read, as far as they are complete and plainly valid."""
 
 ExpressLane = tuple[int, dict[bytes, int], frozenset[bytes], Keyspace, OpJournal, bytes, int,
-                    Callable[[], int] | None, Callable[[], int], int, dict[bytes, int]]  # fmt: skip
+                    Callable[[], int] | None, Callable[[], int], int, dict[bytes, int], bool,
+                    OpJournal | None]  # fmt: skip
 """``express``'s last argument: (limit, arities, reads, ks, journal, bucket, protocol, clock,
-room_of, max_reply, calls): the read's limit, ``plain_end``'s arities, the commands an inline
-read may start with (``PLAIN_READS``), and an inline ``run_plain``'s arguments, the clock and
-the output room as callables asked only when reads are served (``clock`` None: none are)."""
+room_of, max_reply, calls, inline, turn): the read's limit, ``plain_end``'s arities, the
+commands an inline read may start with (``PLAIN_READS``), an inline ``run_plain``'s arguments,
+the clock and the output room as callables asked only when something runs (``clock`` None:
+the owner is not idle, nothing does), whether reads may be served at once (``inline``), and
+the owner's journal when the loop turn's group may take a run (``turn``, else None)."""
 
-Express = tuple[list[list[bytes]], int, int, bytes]
-"""What ``express`` took: (commands, where their plain run ends, reads served, replies)."""
+Express = tuple[list[list[bytes]], int, int, bytes, int, bytes]
+"""What ``express`` took: (commands, where their plain run ends, reads served, their replies,
+where the run in the loop turn's group stopped, its replies)."""
 
 
 def express_python(
@@ -138,27 +149,16 @@ def express_python(
 ) -> Express | None:
     """A RESP connection's express lane in one call: ``scan`` decodes the whole read ``data``
     (None if it is not entirely complete, plainly valid commands, at most ``limit``);
-    ``plain_end`` says where their plain run ends; when all are plain, the first is one of
-    ``reads`` and ``clock`` is not None, the reads at the head run as an inline read
-    (``run_plain`` without a fallback) if ``room_of()`` is not negative. The reference of the
-    C twin, which makes one call of the three: like ``run_plain_python`` without a fallback,
-    it serves nothing inline."""
-    limit, arities, reads, ks, journal, bucket, protocol, clock, room_of, max_reply, calls = (
-        lane
-    )
+    ``plain_end`` says where their plain run ends. The reference of the C twin, which makes
+    one call of the three and, the owner idle, also serves the plain reads at the head at once
+    (``inline``) and runs what follows in the loop turn's group (``turn``) as far as it is
+    plain: like ``run_plain_python`` without a fallback, this one runs nothing itself, and the
+    caller runs every command the usual way."""
+    limit, arities = lane[0], lane[1]
     commands: list[list[bytes]] = []
     if scan(data, 0, commands, limit, max_count, max_bulk) != len(data) or not commands:
         return None
-    end = plain_end_python(commands, 0, arities)
-    served, replies = 0, b""
-    if end == len(commands) and clock is not None and commands[0][0] in reads:
-        room = room_of()
-        if room >= 0:
-            served, replies, _ = run_plain_python(
-                ks, journal, commands, 0, bucket, protocol, clock(), room, max_reply, calls,
-                None,
-            )
-    return commands, end, served, replies
+    return commands, plain_end_python(commands, 0, arities), 0, b"", 0, b""
 
 
 def wall_clock_ms_python() -> int:

@@ -353,16 +353,19 @@ class RespConnection(Connection):
             owner = self._owner
             executor = self._executor
             idle = owner.waiting and not owner.mailbox.queued
+            turns = idle and owner.turn_writes and not self._output_paused
             taken = requests.decoder.take_whole(data, express, (
                 self._max_in_flight, RUN_ARITY, PLAIN_READS, owner.state.keyspace,
                 executor.scratch, session.bucket, session.protocol,
-                owner.clock if idle and not owner.turn else None,  # reads served at once
-                self.output_room, executor.max_reply_bytes, executor.raw_calls,
+                owner.clock if idle else None, self.output_room, executor.max_reply_bytes,
+                executor.raw_calls,
+                not owner.turn,  # reads are served at once only while no turn is open
+                owner.journal if turns else None,  # and the rest may join the turn
             ))  # fmt: skip
             if taken is None:
                 super().data_received(data)
                 return
-            commands, end, served, replies = taken
+            commands, end, served, replies, turned, turn_replies = taken
             # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
             session.last_interaction = self._unix_time()
             if end != len(commands):
@@ -383,12 +386,25 @@ class RespConnection(Connection):
                     self._drop_for_output(transport)
                 if served == end:
                     return
+            if turned != served:
+                # Run in the loop turn's group by that C call (see "Writes of the turn" in
+                # store._actor), answered once the turn's writes are logged.
+                run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
+                run.stop = turned
+                owner.join_turn(self, executor, run, turn_replies, turned - served)
+                self._in_turn = True
+                self._idle_from = self._loop.time()
+                self.requests += turned - served
+                owner.inline += turned - served
+                if turned == end:
+                    return
+                served = turned  # the rest needs Python, or room
             run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
-            if idle and owner.turn_writes and not self._output_paused:
-                # The loop turn's group (see "Writes of the turn" in store._actor): run now,
-                # answered once the turn's writes are logged.
-                room = self.output_room()
-                if room >= 0 and owner.run_in_turn(self, executor, run, room) is not None:
+            if turns:
+                # The rest in the turn too, through the executor (the Python engine).
+                room = self.output_room() - len(turn_replies)  # those are not written yet
+                if room >= 0:
+                    owner.run_in_turn(self, executor, run, room)
                     self._in_turn = True
                     self._idle_from = self._loop.time()
                     self.requests += run.stop - served
