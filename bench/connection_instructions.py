@@ -9,8 +9,9 @@ under ``valgrind --tool=callgrind`` between two markers (callgrind zeroes its co
 - ``GET``: one connection, ``--reads`` reads of one ``GET`` each (``redis-benchmark -P 1``),
   the owner idle, so each is served in ``data_received`` (the express lane's inline read);
 - ``SET``: ``--connections`` connections each get one ``SET`` read per round and the loop runs
-  until the owner has logged and answered the round's group (the shape of ``-P 1`` with that
-  many clients ready in one turn); ``--reads`` requests in all.
+  until the round's group is logged and answered (the shape of ``-P 1`` with that many
+  clients ready in one turn: the loop turn's group, the owner idle); ``--reads`` requests in
+  all.
 
 What ``bench/instructions.py`` adds to this in the server is the loop's turn and the transport
 (its ``floor`` column). Counts are repeatable: the same tree gives the same numbers within a
