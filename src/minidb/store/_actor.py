@@ -331,11 +331,11 @@ class StoreOwner:
         own callback, its sink, executor, request and replies, until ``end_turn``."""
         self._turns = not sync_in_thread and not commit_delay
         """Whether this owner's policy lets the loop turn's group take runs at all."""
-        self.turn_writes = False
-        """Whether the loop turn's group takes runs now (while the owner is idle): the task
-        runs and is not stopping, writes are taken, no failpoint is set, and the policy lets
-        it (``_turns``). Kept current by ``_update_turns``; read as the attribute on a
-        connection's hot path."""
+        self.turn_journal: OpJournal | None = None
+        """``journal`` while the loop turn's group takes runs (when the owner is idle): the
+        task runs and is not stopping, writes are taken, no failpoint is set, and the policy
+        lets it (``_turns``); else None. Kept current by ``_update_turns``; read as the
+        attribute on a connection's hot path (the express lane passes it to its C call)."""
         self._rooms: dict[ReplySink, int] = {}
         """Per sink, the output room left in the group being applied (see "Output room")."""
         self.blocking = BlockingRegistry(state.keyspace)
@@ -443,7 +443,8 @@ class StoreOwner:
             self._refuse(batches + self.mailbox.take_all() + woken, UNAVAILABLE)
             raise
         finally:
-            self._running = self.turn_writes = False
+            self._running = False
+            self.turn_journal = None
             if self._background_sync is not None:
                 self._background_sync.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -462,11 +463,12 @@ class StoreOwner:
         self._update_turns()
 
     def _update_turns(self) -> None:
-        """Set ``turn_writes`` from what it depends on (call when one of them changes)."""
-        self.turn_writes = (
+        """Set ``turn_journal`` from what it depends on (call when one of them changes)."""
+        takes = (
             self._turns and self._running and self._read_only is None and not self._replica
             and not self.mailbox.closed and not _failpoints.ACTIVE
         )
+        self.turn_journal = self.journal if takes else None
 
     # -- fsync everysec ------------------------------------------------------------------
 
@@ -539,7 +541,7 @@ class StoreOwner:
         """Run ``request`` (a connection's plain run) now, in the connection's callback, as
         part of the loop turn's group (see "Writes of the turn"); its replies, which the
         connection holds until ``end_turn`` hands them back (``sink.turn_answered``). The
-        caller checked that the owner is idle and ``turn_writes``."""
+        caller checked that the owner is idle and its ``turn_journal`` set."""
         if not self.turn:
             self._open_turn()
         now_ms = self._turn_ms
@@ -554,9 +556,9 @@ class StoreOwner:
         self, sink: TurnSink, executor: Executor, request: object, replies: bytes, count: int
     ) -> None:
         """``request`` (``count`` commands) already ran in the loop turn's group, in the C
-        call of the connection's express lane (``store.express``, with ``journal``, the
-        owner idle and ``turn_writes``), answering ``replies``: hold them for ``end_turn`` as
-        for ``run_in_turn``. (Plain strings only: no waited key can have become ready.)"""
+        call of the connection's express lane (``store.express``, given ``turn_journal``
+        while the owner was idle), answering ``replies``: hold them for ``end_turn`` as for
+        ``run_in_turn``. (Plain strings only: no waited key can have become ready.)"""
         if not self.turn:
             self._open_turn()
         self.turn.append((sink, executor, request, replies))
@@ -566,7 +568,7 @@ class StoreOwner:
         self._turn_ms = self.clock()
         self._turn_polls = self._turn_seen = self._turn_requests = 0
         self._turn_number += 1
-        assert self._loop is not None  # turn_writes: the task runs
+        assert self._loop is not None  # turn_journal set: the task runs
         self._loop.call_soon(self._turn_over, self._turn_number)
 
     def _turn_over(self, number: int) -> None:

@@ -353,14 +353,14 @@ class RespConnection(Connection):
             owner = self._owner
             executor = self._executor
             idle = owner.waiting and not owner.mailbox.queued
-            turns = idle and owner.turn_writes and not self._output_paused
+            turn = owner.turn_journal if idle else None  # (paused output: no room, no run)
             taken = requests.decoder.take_whole(data, express, (
                 self._max_in_flight, RUN_ARITY, PLAIN_READS, owner.state.keyspace,
                 executor.scratch, session.bucket, session.protocol,
                 owner.clock if idle else None, self.output_room, executor.max_reply_bytes,
                 executor.raw_calls,
                 not owner.turn,  # reads are served at once only while no turn is open
-                owner.journal if turns else None,  # and the rest may join the turn
+                turn,  # and the rest may join the turn
             ))  # fmt: skip
             if taken is None:
                 super().data_received(data)
@@ -400,7 +400,7 @@ class RespConnection(Connection):
                     return
                 served = turned  # the rest needs Python, or room
             run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
-            if turns:
+            if turn is not None and not self._output_paused:
                 # The rest in the turn too, through the executor (the Python engine).
                 room = self.output_room() - len(turn_replies)  # those are not written yet
                 if room >= 0:
