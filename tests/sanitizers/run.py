@@ -26,6 +26,14 @@ that nothing points to any more (a ``bytes`` whose reference was never dropped),
 collector tracks (its lists still point to it); and since CPython has no frame pointers, the
 stack it prints ends in the allocator (what leaked, not who): rerun the tests one file at a
 time to find the culprit.
+
+Leaks are checked where the tests run: in xdist's workers, not in the controller that hands
+them out (``detect_leaks=0`` there). The controller runs no test, and its threads (execnet's,
+one per worker) are what trips a known crash of LeakSanitizer's own stop-the-world tracer at
+exit ("Tracer caught signal 11 ... LeakSanitizer has encountered a fatal error",
+google/sanitizers#1353), which once failed CI with every test passed. A worker can meet the
+same crash, rarely: when every report of a run is that crash and nothing else, the run is
+repeated once, and a second one fails it.
 """
 
 from __future__ import annotations
@@ -66,6 +74,10 @@ def build(tree: Path) -> None:
     )
 
 
+def asan_options(reports: Path) -> str:
+    return f"abort_on_error=1:allocator_may_return_null=1:log_path={reports}/asan"
+
+
 def sanitized_environment(tree: Path, reports: Path) -> dict[str, str]:
     """The environment the tests run in: the runtimes preloaded, the sanitized copy first,
     ASan's findings written to files under ``reports``."""
@@ -77,7 +89,7 @@ def sanitized_environment(tree: Path, reports: Path) -> dict[str, str]:
     ]
     env = {k: v for k, v in os.environ.items() if k != "MINIDB_PURE_PYTHON"}
     return env | {
-        "ASAN_OPTIONS": f"abort_on_error=1:allocator_may_return_null=1:log_path={reports}/asan",
+        "ASAN_OPTIONS": asan_options(reports),
         "LSAN_OPTIONS": f"suppressions={SUPPRESSIONS}:print_suppressions=0",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
         "PYTHONMALLOC": "malloc",
@@ -108,6 +120,36 @@ def marked_files() -> list[str]:
     )
 
 
+TRACER_CRASH = "LeakSanitizer has encountered a fatal error"
+"""What LeakSanitizer prints when its own tracer crashes: no finding, the check did not run."""
+WORKER_OPTIONS = "MINIDB_SANITIZED_WORKER_ASAN_OPTIONS"
+"""The workers' ``ASAN_OPTIONS``, handed through the controller (see ``controller``)."""
+
+
+def runs_tests_itself(pytest_args: list[str]) -> bool:
+    """Whether pytest runs the tests in its own process (no xdist workers)."""
+    joined = " ".join(pytest_args)
+    return any(flag in joined for flag in ("-n0", "-n 0", "no:xdist"))
+
+
+def run_once(command: list[str], env: dict[str, str], reports: Path) -> tuple[int, list[Path]]:
+    """One sanitized pytest run: its exit status and the reports it left."""
+    for old in reports.iterdir():
+        old.unlink()
+    if runs_tests_itself(command):
+        run_env = env
+    else:
+        run_env = env | {"ASAN_OPTIONS": env["ASAN_OPTIONS"] + ":detect_leaks=0",
+                         WORKER_OPTIONS: env["ASAN_OPTIONS"]}  # fmt: skip
+        command = [sys.executable, __file__, "--controller", *command[3:]]
+    returncode = subprocess.run(command, cwd=ROOT, env=run_env).returncode
+    found = sorted(reports.iterdir())
+    for report in found:
+        print(f"\n=== {report.name} ===\n{report.read_text()}", file=sys.stderr)
+    print(f"sanitizers: {len(found)} report(s), pytest exit status {returncode}")
+    return returncode, found
+
+
 def main(pytest_args: list[str]) -> int:
     names = extension_names()
     with tempfile.TemporaryDirectory(prefix="minidb-sanitized-") as tmp:
@@ -122,13 +164,26 @@ def main(pytest_args: list[str]) -> int:
                    "--dist", "load", "--capture", "sys", "-p", "no:cacheprovider"]  # fmt: skip
         paths_given = any((ROOT / arg.split("::")[0]).exists() for arg in pytest_args)
         files = [] if paths_given else marked_files()
-        returncode = subprocess.run([*command, *pytest_args, *files], cwd=ROOT, env=env).returncode
-        found = sorted(reports.iterdir())
-        for report in found:
-            print(f"\n=== {report.name} ===\n{report.read_text()}", file=sys.stderr)
-        print(f"sanitizers: {len(found)} report(s), pytest exit status {returncode}")
+        command = [*command, *pytest_args, *files]
+        returncode, found = run_once(command, env, reports)
+        if found and all(TRACER_CRASH in report.read_text() for report in found):
+            print("sanitizers: LeakSanitizer's tracer crashed (no finding): running once more")
+            returncode, found = run_once(command, env, reports)
         return returncode or (1 if found else 0)
 
 
+def controller(pytest_args: list[str]) -> int:
+    """pytest's controller, started with leak checks off: the workers it starts inherit
+    ``os.environ``, where they are turned back on (this process's own options were read when
+    it started)."""
+    import pytest
+
+    os.environ["ASAN_OPTIONS"] = os.environ.pop(WORKER_OPTIONS)
+    sys.path[0] = os.getcwd()  # as `python -m pytest` has it, not this script's folder
+    return pytest.main(pytest_args)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--controller"]:
+        sys.exit(controller(sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))
