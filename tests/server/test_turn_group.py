@@ -194,6 +194,28 @@ def test_a_run_out_of_output_room_runs_the_rest_after_its_replies(loop: Recordin
     assert b"".join(transport.writes) == b"+OK\r\n" + (b"$4096\r\n" + big + b"\r\n") * 2
 
 
+def test_the_python_run_of_the_turn_stops_at_the_room_and_the_rest_goes_after(
+    loop: RecordingLoop,
+) -> None:
+    """What the C run leaves to Python (a GET of a list: the wrong type) runs in the turn
+    through the executor, as far as the room goes; the rest goes to the owner and is
+    answered after the turn's replies, in order."""
+    owner, _ = _idle_owner(loop)
+    conn, transport, _ = _connection(loop, owner)
+    conn.data_received(_wire((b"RPUSH", b"l", b"x")))  # not plain: through the owner
+    owner.commit(owner.mailbox.take(100))
+    conn.data_received(_wire((b"SET", b"a", b"big")))
+    owner.end_turn()
+    transport.writes.clear()
+    transport.unsent = conn._soft_limit - 20  # room for +OK, and for the error to cross it
+    conn.data_received(_wire((b"SET", b"c", b"1"), (b"GET", b"l"), (b"GET", b"a")))
+    assert len(owner.turn) == 2 and owner.mailbox.queued == 1  # C's run, Python's; the GET
+    transport.unsent = 0
+    owner.commit(owner.mailbox.take(100))
+    wrongtype = b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"
+    assert b"".join(transport.writes) == b"+OK\r\n" + wrongtype + b"$3\r\nbig\r\n"
+
+
 def test_an_owner_stopped_with_a_turn_open_refuses_it_and_rolls_it_back() -> None:
     """The owner task ends (cancelled) while a turn it never logged is open: the turn's
     writes are undone and its connections answered ``store unavailable``."""

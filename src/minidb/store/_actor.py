@@ -413,12 +413,7 @@ class StoreOwner:
                     results = self._log(batches, results, now_ms)
                 self._release(batches, results)
                 batches = []
-                if wrote:
-                    self._arm_expiry(loop)
-                job = self._begin_checkpoint()
-                if job is not None:
-                    self._checkpoint = loop.run_in_executor(None, job)
-                    self._checkpoint.add_done_callback(self._checkpoint_done)
+                self._after_group(loop, wrote)
                 if self.mailbox:
                     # Releasing the group let connections with a backlog refill the mailbox at
                     # once; without this yield the owner would serve them group after group
@@ -604,11 +599,7 @@ class StoreOwner:
         journal = self.journal
         journal.close_group()
         wrote = bool(journal.records)
-        count = self._turn_requests
-        self._groups += 1
-        self._requests += count
-        self._size_sum += count
-        self._sizes[bisect_left(BATCH_SIZE_BOUNDS, count)] += 1
+        self._count_group(self._turn_requests)
         reason = self._write_log() if wrote else None
         if reason is None:
             for sink, _, _, replies in turn:
@@ -625,13 +616,18 @@ class StoreOwner:
             for woken in dict.fromkeys(batch.sink for batch in self._answer_woken()):
                 woken.flush()
         if wrote:
-            loop = self._loop
-            assert loop is not None
+            assert self._loop is not None
+            self._after_group(self._loop, wrote)
+
+    def _after_group(self, loop: asyncio.AbstractEventLoop, wrote: bool) -> None:
+        """After a group (the owner's, or the loop turn's): the expiry timer re-armed if it
+        wrote (a new deadline may come first), and a checkpoint begun in a thread if due."""
+        if wrote:
             self._arm_expiry(loop)
-            job = self._begin_checkpoint()
-            if job is not None:
-                self._checkpoint = loop.run_in_executor(None, job)
-                self._checkpoint.add_done_callback(self._checkpoint_done)
+        job = self._begin_checkpoint()
+        if job is not None:
+            self._checkpoint = loop.run_in_executor(None, job)
+            self._checkpoint.add_done_callback(self._checkpoint_done)
 
     # -- one group -----------------------------------------------------------------------
 
@@ -796,15 +792,19 @@ class StoreOwner:
                 batch.replies = replies
         if self._woken:
             batches = [*batches, *self._answer_woken()]  # their sinks are flushed below
-        self._groups += 1
-        self._requests += count
-        self._size_sum += count
-        self._sizes[bisect_left(BATCH_SIZE_BOUNDS, count)] += 1
+        self._count_group(count)
         # One flush per connection per group: each connection writes its replies once.
         for sink in dict.fromkeys(b.sink for b in batches):
             sink.flush()
         if self.pubsub.outbox:  # delivered only now: logged (and synced) with what preceded
             self.pubsub.release()
+
+    def _count_group(self, count: int) -> None:
+        """The statistics of one group of ``count`` requests (its size in the histogram)."""
+        self._groups += 1
+        self._requests += count
+        self._size_sum += count
+        self._sizes[bisect_left(BATCH_SIZE_BOUNDS, count)] += 1
 
     def _answer_woken(self) -> list[Batch]:
         """Answer the batches of the waiters this group served; those batches."""

@@ -392,10 +392,7 @@ class RespConnection(Connection):
                 run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
                 run.stop = turned
                 owner.join_turn(self, executor, run, turn_replies, turned - served)
-                self._in_turn = True
-                self._idle_from = self._loop.time()
-                self.requests += turned - served
-                owner.inline += turned - served
+                self._joined_turn(turned - served)
                 if turned == end:
                     return
                 served = turned  # the rest needs Python, or room
@@ -405,15 +402,13 @@ class RespConnection(Connection):
                 room = self.output_room() - len(turn_replies)  # those are not written yet
                 if room >= 0:
                     owner.run_in_turn(self, executor, run, room)
-                    self._in_turn = True
-                    self._idle_from = self._loop.time()
-                    self.requests += run.stop - served
-                    owner.inline += run.stop - served
-                    if run.stop != end:  # out of output room: the rest waits its turn
-                        self._deferred.append(run.remainder())
-                        self._backlog = True
-                        self._set_reading()
-                    return
+                    self._joined_turn(run.stop - served)
+                    if run.stop == end:
+                        return
+                    # Out of output room: the rest goes the usual way, as what the C run
+                    # leaves does (an owner's group ends the turn before it runs).
+                    served = run.stop
+                    run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
             if not self._output_paused and self._mailbox.room_for(self, True) >= (
                 weight := end - served  # len(run), without the call
             ):
@@ -425,6 +420,14 @@ class RespConnection(Connection):
             self._take()
         except Exception as exc:
             self._fail("data_received", exc)
+
+    def _joined_turn(self, count: int) -> None:
+        """``count`` requests ran in the loop turn's group: their replies come with
+        ``turn_answered``; count them as served here (the hub's latency zero)."""
+        self._in_turn = True
+        self._idle_from = self._loop.time()  # a take: the idle timeout counts from here
+        self.requests += count
+        self._owner.inline += count
 
     def _send_to_owner(self, requests: list[Any], weight: int) -> None:
         first = requests[0]
