@@ -4,7 +4,8 @@
 ``--fsync no`` unless ``--policy`` says otherwise, ``MINIDB_PURE_PYTHON`` unset), and
 redis-benchmark drives ``--requests`` requests at it in 20 rounds. Each round is
 ``-t set,get,incr,mset -P 16 -c 50`` (commands the plain C path runs) and then a run of
-``-P 1`` GETs (a tenth of the round), all over ``-r 100000`` random keys, so the store
+``-P 1`` SETs and GETs (a tenth of the round: the loop turn's group and the inline read, the
+owner idle), all over ``-r 100000`` random keys, so the store
 reaches its steady size early and any later growth is a leak.
 
 A thread reads the server's VmRSS from ``/proc/PID/status`` every second; each sample is
@@ -33,8 +34,9 @@ from _peers import POLICIES, accelerators_line, machine, start_minidb, unset_pur
 from _serverproc import rss_of
 
 ROUNDS = 20
-P1_SHARE = 0.1  # of each round's requests, as -P 1 GETs
+P1_SHARE = 0.1  # of each round's requests, as -P 1 SETs and GETs
 PIPELINED = ("set", "get", "incr", "mset")
+UNPIPELINED = ("set", "get")
 WARMUP = 1_000_000
 FLAT_MB = 2.0
 MB = 1024 * 1024
@@ -87,15 +89,16 @@ def slope(points: list[tuple[float, float]]) -> float:
 
 def soak(policy: str, requests: int, keyspace: int) -> None:
     per_round = requests // ROUNDS
-    p1 = int(per_round * P1_SHARE)
-    each = (per_round - p1) // len(PIPELINED)
+    p1 = int(per_round * P1_SHARE) // len(UNPIPELINED)
+    each = (per_round - p1 * len(UNPIPELINED)) // len(PIPELINED)
     peer = start_minidb(policy)
     sampler = Sampler(peer.proc.pid)
     sampler.start()
     marks, done, started = [(time.monotonic(), 0)], 0, time.monotonic()
     try:
         for _ in range(ROUNDS):
-            for tests, n, depth in ((",".join(PIPELINED), each, 16), ("get", p1, 1)):
+            runs = ((",".join(PIPELINED), each, 16), (",".join(UNPIPELINED), p1, 1))
+            for tests, n, depth in runs:
                 benchmark(peer.port, tests, n, depth, keyspace)
                 done += n * len(tests.split(","))
                 marks.append((time.monotonic(), done))
@@ -119,7 +122,7 @@ def soak(policy: str, requests: int, keyspace: int) -> None:
     print(f"# {machine()}")
     print(accelerators_line(loaded))
     print(f"# minidb serve --fsync {policy}; {ROUNDS} rounds of redis-benchmark "
-          f"-t {','.join(PIPELINED)} -n {each} -P 16 and -t get -n {p1} -P 1; "
+          f"-t {','.join(PIPELINED)} -n {each} -P 16 and -t {','.join(UNPIPELINED)} -n {p1} -P 1; "
           f"-c 50 -r {keyspace}")  # fmt: skip
     print(f"requests                {done:,} in {elapsed:.0f} s ({done / elapsed:,.0f}/s), "
           f"{len(points)} RSS samples")  # fmt: skip

@@ -55,8 +55,8 @@ def _lane(
         asked.append(room)
         return room
 
-    lane = (limit, RUN_ARITY, PLAIN_READS, ks, OpJournal(), b"0", protocol,
-            (lambda: NOW_MS) if idle else None, room_of, 1 << 40, calls, inline,
+    lane = (limit, RUN_ARITY, PLAIN_READS, ks, OpJournal(), room_of, 1 << 40, calls,
+            b"0", protocol, (lambda: NOW_MS) if idle else None, inline,
             OpJournal() if turn else None)  # fmt: skip
     return lane, calls, asked
 
@@ -161,7 +161,7 @@ def test_c_express_runs_nothing_in_the_turn_without_room(room: int) -> None:
     nothing runs in the turn, and without room the clock is not even asked."""
     lane, _, asked = _lane(7, False, 16, True, room, 2, True, True)
     asked_clock: list[int] = []
-    lane = (*lane[:7], lambda: asked_clock.append(1) or NOW_MS, *lane[8:])
+    lane = (*lane[:10], lambda: asked_clock.append(1) or NOW_MS, *lane[11:])
     wire = encode_command([b"GET", b"k"]) + encode_command([b"SET", b"k", b"v"])
     c = _plainrun._c.express(SCAN, wire, MAX_COUNT, MAX_BULK, lane)  # type: ignore[union-attr]
     assert c is not None and c[4:] == (c[2], b"") and asked == [room]
@@ -207,7 +207,7 @@ def test_c_express_passes_on_what_its_callables_raise() -> None:
     wire = encode_command([b"GET", b"a"])
     with pytest.raises(RuntimeError, match="scan"):
         _plainrun._c.express(broken, wire, MAX_COUNT, MAX_BULK, lane)  # type: ignore[union-attr]
-    for at, name in ((7, "clock"), (8, "room")):
+    for at, name in ((10, "clock"), (5, "room")):
         def fail(name: str = name) -> int:
             raise RuntimeError(name)
         bad = (*lane[:at], fail, *lane[at + 1:])

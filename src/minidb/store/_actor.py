@@ -74,27 +74,28 @@ run: its removal is a write, the owner's), so the promises above hold. Only whil
 group is open (below): a read served then could show a write not yet logged.
 
 Writes of the turn: while the owner is idle, a RESP connection may also run a plain run that
-writes (or reads, once a turn is open) in its own callback: in the express lane's C call as
-far as the C run takes it (``join_turn``), the rest through its executor (``run_in_turn``).
-The run changes the keyspace at once, its journal is the owner's, and its replies wait. The
-first run of a loop turn schedules ``_turn_over``, which runs after the turn's other callbacks
-(after one more poll under ``always`` with the loop sync, while polls bring more runs, as a
-group gathers) and calls ``end_turn``: the turn's records are written (and synced, as the policy
-says) in one call, then each connection is handed its replies (``turn_answered``), so the
-promises of a group hold for the turn's group: nothing is answered before it is logged (and
-synced under ``always``), a failed write or sync rolls the turn back and answers it as
-``_fail_group`` answers a group, and an owner that stops refuses it. Every group the owner
-runs, and the owner's exit, ends an open turn first, so the log keeps the order in which the
-keyspace changed, and a connection's later replies follow its turn's. Not with
-``sync_in_thread`` or ``commit_delay`` (the owner's group waits on purpose there), nor while
-writes are refused, the owner stops, or failpoints are set. A connection in the turn takes
-nothing more until it is answered (its express lane is closed while ``_in_turn``), and its run
-is one read within its in-flight bound, so a turn holds at most one read per connection, as
-a group of the owner holds at most ``max_drain`` requests. This is the group commit of a
-loop turn (Redis's ``beforeSleep`` writes the AOF once per turn the same way): per
+writes (or reads, once a turn is open) in its own callback: in the express lane's C call as far
+as the C run takes it (``join_turn``), the rest through its executor (``run_in_turn``) as far
+as its output room goes; what is left then goes to the owner's mailbox as usual, and runs after
+the turn (an owner's group ends it first). The run changes the keyspace at once, its journal is
+the owner's, and its replies wait. The first run of a loop turn schedules ``_turn_over``, which
+runs after the turn's other callbacks (after one more poll under ``always`` with the loop sync,
+while polls bring more runs, as a group gathers) and calls ``end_turn``: the turn's records are
+written (and synced, as the policy says) in one call, then each connection is handed its
+replies (``turn_answered``), so the promises of a group hold for the turn's group: nothing is
+answered before it is logged (and synced under ``always``), a failed write or sync rolls the
+turn back and answers it as ``_fail_group`` answers a group, and an owner that stops refuses
+it. Every group the owner runs, and the owner's exit, ends an open turn first, so the log keeps
+the order in which the keyspace changed, and a connection's later replies follow its turn's.
+Not with ``sync_in_thread`` or ``commit_delay`` (the owner's group waits on purpose there), nor
+while writes are refused, the owner stops, or failpoints are set. A connection in the turn
+takes nothing more until it is answered (its express lane is closed while ``_in_turn``), and
+its run is one read within its in-flight bound, so a turn holds at most one read per
+connection, as a group of the owner holds at most ``max_drain`` requests. This is the group
+commit of a loop turn (Redis's ``beforeSleep`` writes the AOF once per turn the same way): per
 request it spares the batch, the mailbox, the owner's wakeup, its group loop and the flush
-(measured in docs/architecture.md, "Sixth round"). An earlier variant applied the write in
-the callback but still logged and released it with the owner's next group; it saved little.
+(measured in docs/architecture.md, "Sixth round"). An earlier variant applied the write in the
+callback but still logged and released it with the owner's next group; it saved little.
 
 Fairness: the owner yields to the loop after a group whenever batches are already waiting, so
 reads and timers interleave with groups (see ``_mailbox`` for how room is shared).

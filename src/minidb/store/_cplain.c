@@ -1540,8 +1540,8 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return run_with(args, 0);
 }
 
-/* express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket,
- *         protocol, clock, room_of, max_reply, calls, inline, turn))
+/* express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, room_of,
+ *         max_reply, calls, bucket, protocol, clock, inline, turn))
  *     -> None | (commands, end, served, replies, turned, turn_replies)
  *
  * The express lane of a RESP connection in one call, the twin of
@@ -1571,7 +1571,7 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *data = args[1], *lane = args[4];
     PyObject *arities = PyTuple_GET_ITEM(lane, 1), *reads = PyTuple_GET_ITEM(lane, 2);
-    PyObject *clock = PyTuple_GET_ITEM(lane, 7), *turn = PyTuple_GET_ITEM(lane, 12);
+    PyObject *clock = PyTuple_GET_ITEM(lane, 10), *turn = PyTuple_GET_ITEM(lane, 12);
     if (!PyDict_CheckExact(arities) || !PyFrozenSet_CheckExact(reads)) {
         PyErr_SetString(PyExc_TypeError, "express() needs a dict of arities and a frozenset");
         return NULL;
@@ -1608,7 +1608,7 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
         }
         if (read || turn != Py_None) {
-            room = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, 8));
+            room = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, 5));
             long long left = room == NULL ? -1 : PyLong_AsLongLong(room);
             if (left == -1 && PyErr_Occurred())
                 goto error;
@@ -1621,8 +1621,8 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (left >= 0 && read) {
                 PyObject *run_args[11] = {
                     PyTuple_GET_ITEM(lane, 3), PyTuple_GET_ITEM(lane, 4), commands, zero,
-                    PyTuple_GET_ITEM(lane, 5), PyTuple_GET_ITEM(lane, 6), now, room,
-                    PyTuple_GET_ITEM(lane, 9), PyTuple_GET_ITEM(lane, 10), Py_None,
+                    PyTuple_GET_ITEM(lane, 8), PyTuple_GET_ITEM(lane, 9), now, room,
+                    PyTuple_GET_ITEM(lane, 6), PyTuple_GET_ITEM(lane, 7), Py_None,
                 };
                 ran = run_with(run_args, 0);
                 if (ran == NULL)
@@ -1636,8 +1636,8 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (left >= 0 && turn != Py_None && PyLong_AsSsize_t(next) < count) {
                 PyObject *run_args[11] = {
                     PyTuple_GET_ITEM(lane, 3), turn, commands, next,
-                    PyTuple_GET_ITEM(lane, 5), PyTuple_GET_ITEM(lane, 6), now, next_room,
-                    PyTuple_GET_ITEM(lane, 9), PyTuple_GET_ITEM(lane, 10), Py_None,
+                    PyTuple_GET_ITEM(lane, 8), PyTuple_GET_ITEM(lane, 9), now, next_room,
+                    PyTuple_GET_ITEM(lane, 6), PyTuple_GET_ITEM(lane, 7), Py_None,
                 };
                 turned = run_with(run_args, 1);
                 if (turned == NULL)

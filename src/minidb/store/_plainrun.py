@@ -129,15 +129,17 @@ Scan = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
 """The RESP decoder's ``scan_raw(data, pos, out, limit, max_count, max_bulk)`` (protocol's
 ``_cresp``): the commands of a read, as far as they are complete and plainly valid."""
 
-ExpressLane = tuple[int, dict[bytes, int], frozenset[bytes], Keyspace, OpJournal, bytes, int,
-                    Callable[[], int] | None, Callable[[], int], int, dict[bytes, int], bool,
-                    OpJournal | None]  # fmt: skip
-"""``express``'s last argument: (limit, arities, reads, ks, journal, bucket, protocol, clock,
-room_of, max_reply, calls, inline, turn): the read's limit, ``plain_end``'s arities, the
+ExpressLane = tuple[int, dict[bytes, int], frozenset[bytes], Keyspace, OpJournal,
+                    Callable[[], int], int, dict[bytes, int], bytes, int,
+                    Callable[[], int] | None, bool, OpJournal | None]  # fmt: skip
+"""``express``'s last argument: (limit, arities, reads, ks, journal, room_of, max_reply, calls,
+bucket, protocol, clock, inline, turn): the read's limit, ``plain_end``'s arities, the
 commands an inline read may start with (``PLAIN_READS``), an inline ``run_plain``'s arguments,
-the clock and the output room as callables asked only when something runs (``clock`` None:
+the output room and the clock as callables asked only when something runs (``clock`` None:
 the owner is not idle, nothing does), whether reads may be served at once (``inline``), and
-the owner's journal when the loop turn's group may take a run (``turn``, else None)."""
+the owner's journal when the loop turn's group may take a run (``turn``, else None). The
+first eight are a connection's for its life, the last five change from read to read: a
+connection builds the head once and adds the tail per read."""
 
 Express = tuple[list[list[bytes]], int, int, bytes, int, bytes]
 """What ``express`` took: (commands, where their plain run ends, reads served, their replies,

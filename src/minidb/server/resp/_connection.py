@@ -302,6 +302,13 @@ class RespConnection(Connection):
         session.close_connection = self.kill
         super().__init__(hub, loop, self.requests_decoder)
         self.requests_decoder.unanswered = self._pending
+        executor = self._executor
+        # The express lane's items that stay the same for this connection (``ExpressLane``'s
+        # head, in its order); data_received adds the five that change from read to read.
+        self._express_head = (
+            self._max_in_flight, RUN_ARITY, PLAIN_READS, self._owner.state.keyspace,
+            executor.scratch, self.output_room, executor.max_reply_bytes, executor.raw_calls,
+        )  # fmt: skip
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         session = self.session
@@ -354,11 +361,9 @@ class RespConnection(Connection):
             executor = self._executor
             idle = owner.waiting and not owner.mailbox.queued
             turn = owner.turn_journal if idle else None  # (paused output: no room, no run)
-            taken = requests.decoder.take_whole(data, express, (
-                self._max_in_flight, RUN_ARITY, PLAIN_READS, owner.state.keyspace,
-                executor.scratch, session.bucket, session.protocol,
-                owner.clock if idle else None, self.output_room, executor.max_reply_bytes,
-                executor.raw_calls,
+            # (+ is one tuple; (*head, ...) builds a list first)
+            taken = requests.decoder.take_whole(data, express, self._express_head + (  # noqa: RUF005
+                session.bucket, session.protocol, owner.clock if idle else None,
                 not owner.turn,  # reads are served at once only while no turn is open
                 turn,  # and the rest may join the turn
             ))  # fmt: skip
