@@ -74,10 +74,6 @@ def build(tree: Path) -> None:
     )
 
 
-def asan_options(reports: Path) -> str:
-    return f"abort_on_error=1:allocator_may_return_null=1:log_path={reports}/asan"
-
-
 def sanitized_environment(tree: Path, reports: Path) -> dict[str, str]:
     """The environment the tests run in: the runtimes preloaded, the sanitized copy first,
     ASan's findings written to files under ``reports``."""
@@ -89,7 +85,7 @@ def sanitized_environment(tree: Path, reports: Path) -> dict[str, str]:
     ]
     env = {k: v for k, v in os.environ.items() if k != "MINIDB_PURE_PYTHON"}
     return env | {
-        "ASAN_OPTIONS": asan_options(reports),
+        "ASAN_OPTIONS": f"abort_on_error=1:allocator_may_return_null=1:log_path={reports}/asan",
         "LSAN_OPTIONS": f"suppressions={SUPPRESSIONS}:print_suppressions=0",
         "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
         "PYTHONMALLOC": "malloc",

@@ -346,8 +346,8 @@ class StoreOwner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._running = False
         self._turn_ms = 0
-        self._turn_polls = self._turn_seen = self._turn_requests = self._turn_number = 0
         """The wall-clock time of the loop turn's group (one for the group, as ``now_ms``)."""
+        self._turn_polls = self._turn_seen = self._turn_requests = self._turn_number = 0
         self.pubsub: PubSub = registry_for(state.keyspace)
         """Subscriptions, and the messages the group's PUBLISHes left for ``_release``."""
 

@@ -1716,8 +1716,8 @@ static PyMethodDef methods[] = {
     {"plain_end", (PyCFunction)(void (*)(void))plain_end, METH_FASTCALL,
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
     {"express", (PyCFunction)(void (*)(void))express, METH_FASTCALL,
-     "express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, bucket, "
-     "protocol, clock, room_of, max_reply, calls, inline, turn)) -> None | (commands, end, "
+     "express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, room_of, "
+     "max_reply, calls, bucket, protocol, clock, inline, turn)) -> None | (commands, end, "
      "served, replies, turned, turn_replies)"},
     {"wall_clock_ms", wall_clock_ms, METH_NOARGS,
      "wall_clock_ms() -> milliseconds since the Unix epoch (CLOCK_REALTIME)"},
