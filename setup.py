@@ -1,6 +1,7 @@
 """Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
-``minidb.runtime._cwheel`` (the timer wheel), ``minidb.protocol._cresp`` (the RESP decoder's
+``minidb.runtime._cwheel`` (the timer wheel), ``minidb.runtime._cio`` (the loop's I/O turn),
+``minidb.protocol._cresp`` (the RESP decoder's
 hot loop), ``minidb.protocol._cline`` (the line decoder's common lines),
 ``minidb.wal._cpayload`` (many PUTs packed into one payload), ``minidb.wal._creader``
 (the log reader's plainly valid records: framing, checksums, operations) and
@@ -21,6 +22,12 @@ setup(
         Extension(
             "minidb.runtime._cwheel",
             ["src/minidb/runtime/_cwheel.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "minidb.runtime._cio",
+            ["src/minidb/runtime/_cio.c"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

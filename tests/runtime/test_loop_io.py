@@ -9,6 +9,7 @@ import socket
 from typing import Any
 
 import pytest
+from tests.runtime._sockets import Recorder
 
 from minidb.runtime import WheelEventLoop
 from minidb.runtime import _loop as loop_module
@@ -99,23 +100,6 @@ def test_io_turn_message_equals_the_stock_loops() -> None:
     assert messages[0] == messages[1] and len(messages[0]) == 1
 
 
-class _Recorder(asyncio.Protocol):
-    def __init__(self, fail: bool = False) -> None:
-        self.events: list[object] = []
-        self.fail = fail
-
-    def data_received(self, data: bytes) -> None:
-        self.events.append(data)
-        if self.fail:
-            raise RuntimeError("protocol failed")
-
-    def eof_received(self) -> None:
-        self.events.append("eof")
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.events.append(("lost", type(exc).__name__ if exc else None))
-
-
 class _Buffered(asyncio.BufferedProtocol):
     def __init__(self) -> None:
         self.buffer = bytearray(64)
@@ -132,7 +116,7 @@ def _transport_events(make: Any, fail: bool) -> list[object]:
     loop = make()
     a, b = socket.socketpair()
     try:
-        protocol = _Recorder(fail)
+        protocol = Recorder(fail)
         loop.set_exception_handler(lambda _loop, _context: None)
 
         async def go() -> None:

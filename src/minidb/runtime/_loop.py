@@ -207,7 +207,8 @@ class _SocketTransport(selector_events._SelectorSocketTransport):  # type: ignor
     ``_read_ready`` (the loop's reader callback, one call per read) runs the stock
     ``_read_ready__data_received`` itself instead of calling it through ``_read_ready_cb``
     (the same source in 3.11-3.13). A ``BufferedProtocol`` (``set_protocol`` says which)
-    reads the stock way."""
+    reads the stock way. With the accelerator (``_cio``), ``_read_ready`` and ``write`` are
+    C twins of this ``_read_ready`` and of the stock ``write``."""
 
     _plain = False
     """The protocol is not a ``BufferedProtocol``: ``data_received`` gets the bytes."""
@@ -241,6 +242,23 @@ class _SocketTransport(selector_events._SelectorSocketTransport):  # type: ignor
             raise
         except BaseException as exc:
             self._fatal_error(exc, "Fatal error: protocol.data_received() call failed.")
+
+    # The Python twins, kept when the accelerator replaces both (below): the reference, and
+    # what the C methods hand the cases they do not take themselves.
+    _read_ready_py = _read_ready
+    _write_py = selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+
+
+if _accel.io_methods is not None:
+    # The C read (into one reused buffer) and write (sent at once when nothing is buffered).
+    _read_ready_c, _write_c = _accel.io_methods(
+        _SocketTransport, _SocketTransport._read_ready_py, _SocketTransport._write_py
+    )
+    _SocketTransport._read_ready = _read_ready_c  # type: ignore[method-assign]
+    _SocketTransport.write = _write_c
+
+_C_POLL: Callable[..., None] | None = _accel.poll
+"""``_cio.poll``, the C body of ``_poll_epoll``, when the loop uses the accelerator."""
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):
@@ -498,7 +516,9 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         server at ``redis-benchmark -P 1`` has one ready socket per request). It reads the
         selector's private ``_selector`` (the epoll object) and ``_fd_to_key``, the same in
         3.11-3.13; ``_run_once`` takes it only for an ``EpollSelector`` itself and a loop
-        whose ``_process_events`` is the class's (tests replace both)."""
+        whose ``_process_events`` is the class's (tests replace both). With the accelerator,
+        ``_run_once`` calls its C twin (``_cio.poll``) instead, which also calls epoll_wait
+        itself, into an array, without the list of (fd, events) tuples."""
         # EpollSelector.select's timeout: epoll_wait has a resolution of 1 ms, rounded away
         # from zero so as to wait at least ``timeout``.
         if timeout is None:
@@ -534,7 +554,11 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         """Run one full iteration: poll I/O, move due timers to the ready queue, run it."""
         selector = self._selector
         if type(selector) is _EPOLL_SELECTOR and "_process_events" not in self.__dict__:
-            self._poll_epoll(selector, self._select_timeout())
+            if _C_POLL is not None:
+                _C_POLL(self, selector._selector.fileno(), self._select_timeout(),
+                        selector._fd_to_key, self._ready.append)
+            else:
+                self._poll_epoll(selector, self._select_timeout())
         else:
             event_list = selector.select(self._select_timeout())
             self._process_events(event_list)
