@@ -22,6 +22,7 @@ setup(
         Extension(
             "minidb.runtime._cwheel",
             ["src/minidb/runtime/_cwheel.c"],
+            depends=["src/minidb/_cslots.h"],  # slot offsets (shared with _cresp)
             extra_compile_args=_FLAGS,
             optional=True,
         ),
@@ -34,6 +35,7 @@ setup(
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
+            depends=["src/minidb/_cslots.h"],  # slot offsets (shared with _cwheel)
             extra_compile_args=_FLAGS,
             optional=True,
         ),

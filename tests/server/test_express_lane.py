@@ -41,13 +41,15 @@ MAX_OWNER_TURNS = 1000
 
 def _drive(
     accelerated: bool, pieces: list[bytes], owner_after: list[bool], idle_at: list[bool]
-) -> tuple[tuple[bytes, list[object], list[bytes]], int]:
+) -> tuple[tuple[object, ...], int]:
     """Feed ``pieces`` to one connection (the owner run after a piece or not, idle or not, per
-    piece, each list taken round); (what it wrote, the keyspace, the log), and how many
-    requests were served inline."""
+    piece, each list taken round); (what it wrote, the keyspace, the log, the session's
+    statistics and last command), and how many requests were served inline."""
     scan, run_plain = _resp._scan_raw, executor_module.run_plain
+    take_whole = _resp.RespDecoder.take_whole
     if not accelerated:
         _resp._scan_raw = None
+        _resp.RespDecoder.take_whole = _resp.RespDecoder.take_whole_py  # type: ignore[method-assign]
         executor_module.run_plain = run_plain_python
     loop = RecordingLoop()
     try:
@@ -72,10 +74,15 @@ def _drive(
             owner.commit(owner.mailbox.take(100))
         assert not owner.mailbox.queued, "the owner did not drain the connection's requests"
         ks = owner.state.keyspace
-        seen = (b"".join(transport.writes), sorted(ks.items()), list(log.appended))
+        session = conn.session  # the express lane counts its commands as the session would
+        seen = (
+            b"".join(transport.writes), sorted(ks.items()), list(log.appended),
+            session.statistics(), session.last_command,
+        )
         return seen, owner.statistics().inline_requests
     finally:
         _resp._scan_raw, executor_module.run_plain = scan, run_plain
+        _resp.RespDecoder.take_whole = take_whole  # type: ignore[method-assign]
         loop.close()
 
 
@@ -114,6 +121,7 @@ def test_express_lane_serves_gets_inline_and_runs_a_set_in_the_turn() -> None:
     """-P 1's shapes: a read of GETs while the owner is idle is answered in the callback; so
     is a SET at the head of a read, in the loop turn's group (answered after its log)."""
     wire = [encode_command([b"SET", b"k", b"v"]), encode_command([b"GET", b"k"]) * 2]
-    (out, items, log), inline = _drive(True, wire, [True], [True])
+    (out, items, log, statistics, last), inline = _drive(True, wire, [True], [True])
     assert out == b"+OK\r\n$1\r\nv\r\n$1\r\nv\r\n" and len(log) == 1 and inline == 3
     assert items == [Put(b"0", b"k", b"v", None)]
+    assert (statistics.commands, statistics.forwarded, last) == (3, 3, "get")

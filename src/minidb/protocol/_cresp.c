@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../_cslots.h"
+
 /* Redis's string2ll for a non-negative number: digits only, no leading zero unless "0", at
  * most 20 characters, no overflow. A leading '-' is refused here: the scan only accepts
  * positive counts and lengths, and a negative one is the Python code's to judge. */
@@ -277,7 +279,136 @@ scan_raw(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(pos);
 }
 
+/* -- take_whole: RespDecoder.take_whole's checks and call, reading the decoder's slots -------- */
+
+/* The decoder's slots take_whole reads, by offset in its instances (resolved once). */
+enum {
+    D_AUTHENTICATED, D_FRESH, D_OVERFLOW, D_ERROR, D_CHUNKS, D_RAW, D_ARGV, D_LI, D_LINES,
+    D_COUNT_LIMIT, D_BULK_LIMIT, D_BYTES_FED, D_COMMANDS, D_FIELDS
+};
+static const char *const decoder_fields[D_FIELDS] = {
+    "_authenticated", "_fresh", "_overflow", "_error", "_chunks", "_raw", "_argv", "_li",
+    "_lines", "_count_limit", "_bulk_limit", "_bytes_fed", "_commands",
+};
+static Py_ssize_t decoder_offsets[D_FIELDS];
+static PyTypeObject *decoder_type;     /* the class whose offsets these are */
+static PyObject *python_take_whole;    /* its Python take_whole: the reference and fallback */
+static PyObject *scan_raw_function;    /* this module's scan_raw, lent to take */
+
+#define FIELD(self, i) (*(PyObject **)((char *)(self) + decoder_offsets[i]))
+
+static PyObject *
+take_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3)
+        goto python;
+    PyObject *data = args[0];
+    if (Py_TYPE(self) != decoder_type)
+        goto python;
+    for (int i = 0; i < D_FIELDS; i++) {
+        if (FIELD(self, i) == NULL)
+            goto python;  /* unset: Python raises the AttributeError */
+    }
+    PyObject *lines = FIELD(self, D_LINES), *chunks = FIELD(self, D_CHUNKS);
+    PyObject *li_obj = FIELD(self, D_LI);
+    if (!PyList_CheckExact(lines) || !PyList_CheckExact(chunks) || !PyLong_CheckExact(li_obj)
+        || PyList_GET_SIZE(lines) == 0)
+        goto python;
+    int authenticated = PyObject_IsTrue(FIELD(self, D_AUTHENTICATED));
+    int overflow = PyObject_IsTrue(FIELD(self, D_OVERFLOW));
+    if (authenticated < 0 || overflow < 0)
+        return NULL;
+    PyObject *last = PyList_GET_ITEM(lines, PyList_GET_SIZE(lines) - 1);
+    if (!PyBytes_CheckExact(last))
+        goto python;
+    Py_ssize_t li = PyLong_AsSsize_t(li_obj);
+    if (li == -1 && PyErr_Occurred())
+        return NULL;
+    if (!authenticated || FIELD(self, D_FRESH) != Py_None || overflow
+        || FIELD(self, D_ERROR) != Py_None || !PyBytes_CheckExact(data)
+        || PyList_GET_SIZE(chunks) != 0 || FIELD(self, D_RAW) != Py_None
+        || FIELD(self, D_ARGV) != Py_None || li != PyList_GET_SIZE(lines) - 1
+        || PyBytes_GET_SIZE(last) != 0)
+        Py_RETURN_NONE;
+    PyObject *take_args[5] = {
+        scan_raw_function, data, FIELD(self, D_COUNT_LIMIT), FIELD(self, D_BULK_LIMIT), args[2]
+    };
+    PyObject *taken = PyObject_Vectorcall(args[1], take_args, 5, NULL);
+    if (taken == NULL || taken == Py_None)
+        return taken;
+    /* self._bytes_fed += len(data); self._commands += len(taken[0]) */
+    PyObject *first = PySequence_GetItem(taken, 0);
+    Py_ssize_t count = first == NULL ? -1 : PyObject_Size(first);
+    Py_XDECREF(first);
+    if (count < 0)
+        goto error;
+    Py_ssize_t by[2] = {PyBytes_GET_SIZE(data), count};
+    int fields[2] = {D_BYTES_FED, D_COMMANDS};
+    for (int k = 0; k < 2; k++) {
+        PyObject *by_obj = PyLong_FromSsize_t(by[k]);
+        PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(FIELD(self, fields[k]), by_obj);
+        Py_XDECREF(by_obj);
+        if (sum == NULL)
+            goto error;
+        Py_SETREF(FIELD(self, fields[k]), sum);
+    }
+    return taken;
+error:
+    Py_DECREF(taken);
+    return NULL;
+python:
+    {
+        PyObject *call_args[4] = {self, nargs > 0 ? args[0] : NULL, nargs > 1 ? args[1] : NULL,
+                                  nargs > 2 ? args[2] : NULL};
+        if (nargs > 3) {
+            PyErr_SetString(PyExc_TypeError, "take_whole(data, take, lane)");
+            return NULL;
+        }
+        return PyObject_Vectorcall(python_take_whole, call_args, 1 + nargs, NULL);
+    }
+}
+
+static PyMethodDef take_whole_def = {
+    "take_whole", (PyCFunction)(void (*)(void))take_whole, METH_FASTCALL,
+    "RespDecoder.take_whole in C: its checks read the decoder's slots directly."
+};
+
+/* take_whole_method(cls, python_take_whole) -> a C take_whole for cls (RespDecoder). */
+static PyObject *
+take_whole_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "take_whole_method(cls, python_take_whole)");
+        return NULL;
+    }
+    if (decoder_type != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "take_whole_method() serves one decoder class");
+        return NULL;
+    }
+    PyTypeObject *tp = (PyTypeObject *)args[0];
+    for (int i = 0; i < D_FIELDS; i++) {
+        PyObject *name = PyUnicode_InternFromString(decoder_fields[i]);
+        if (name == NULL)
+            return NULL;
+        decoder_offsets[i] = member_offset(tp, name);
+        Py_DECREF(name);
+        if (decoder_offsets[i] < 0) {
+            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", args[0], decoder_fields[i]);
+            return NULL;
+        }
+    }
+    scan_raw_function = PyObject_GetAttrString(module, "scan_raw");
+    if (scan_raw_function == NULL)
+        return NULL;
+    decoder_type = (PyTypeObject *)Py_NewRef(args[0]);
+    python_take_whole = Py_NewRef(args[1]);
+    return PyDescr_NewMethod(tp, &take_whole_def);
+}
+
 static PyMethodDef cresp_methods[] = {
+    {"take_whole_method", (PyCFunction)(void (*)(void))take_whole_method, METH_FASTCALL,
+     "take_whole_method(cls, python_take_whole) -> a C take_whole method for the decoder "
+     "class cls (which reads its slots directly; anything else goes to python_take_whole)."},
     {"scan_raw", (PyCFunction)(void (*)(void))scan_raw, METH_FASTCALL,
      "scan_raw(buf, pos, out, limit, max_count, max_bulk) -> offset of the first byte not "
      "taken.\n\nAppend to out every complete, plainly valid multibulk command from buf[pos:]."},

@@ -125,6 +125,7 @@ def _load_scans() -> tuple[Scan | None, ScanRaw | None]:
     return (None, None) if cresp is None else (cresp.scan, cresp.scan_raw)
 
 
+_cresp = load("minidb.protocol._cresp")
 _scan, _scan_raw = _load_scans()
 ACCELERATED: Final = _scan is not None
 """Whether the decoder's hot loop runs in C."""
@@ -673,3 +674,16 @@ class RespDecoder:
         self._error = RespProtocolError(reason)
         self._argv = None
         return True
+
+
+    # The Python take_whole, kept when the accelerator replaces it (below): the reference, and
+    # what the C method hands what it does not take itself (a subclass, an unset slot).
+    take_whole_py = take_whole
+
+
+if _cresp is not None:
+    # take_whole in C: its dozen checks read the decoder's slots at their offsets, with no
+    # frame, once per read of the express lane.
+    RespDecoder.take_whole = _cresp.take_whole_method(  # type: ignore[method-assign]
+        RespDecoder, RespDecoder.take_whole_py
+    )

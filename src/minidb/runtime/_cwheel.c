@@ -38,14 +38,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#if PY_VERSION_HEX < 0x030C0000
-#include <structmember.h>
-#define MEMBER_OBJECT_EX T_OBJECT_EX
-#define MEMBER_READONLY READONLY
-#else
-#define MEMBER_OBJECT_EX Py_T_OBJECT_EX
-#define MEMBER_READONLY Py_READONLY
-#endif
+#include "../_cslots.h"
 
 #define NUM_LEVELS 6
 #define SLOT_BITS 6
@@ -84,29 +77,6 @@ where_obj(int where)
 }
 
 /* -- entry attribute access ----------------------------------------------------------- */
-
-/* The offset of a writable object slot ``name`` in instances of ``tp``, or -1 when ``name``
- * is not a plain __slots__ member there (then ordinary attribute access is used). */
-static Py_ssize_t
-member_offset(PyTypeObject *tp, PyObject *name)
-{
-    PyObject *d = _PyType_Lookup(tp, name);
-    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        return -1;
-    }
-    PyMemberDef *def = ((PyMemberDescrObject *)d)->d_member;
-    if (def->type != MEMBER_OBJECT_EX || (def->flags & MEMBER_READONLY)) {
-        return -1;
-    }
-    if (!PyType_IsSubtype(tp, PyDescr_TYPE(d))) {
-        return -1;
-    }
-    if (def->offset < (Py_ssize_t)sizeof(PyObject)
-        || def->offset + (Py_ssize_t)sizeof(PyObject *) > tp->tp_basicsize) {
-        return -1;
-    }
-    return def->offset;
-}
 
 typedef struct {
     PyTypeObject *type;       /* strong reference, or NULL */

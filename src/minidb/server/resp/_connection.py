@@ -378,7 +378,9 @@ class RespConnection(Connection):
                 self._fresh = True
                 self._take()
                 return
-            session.plain_run(commands, 0, end)
+            # session.plain_run(commands, 0, end), spelled out: the read's commands are the run
+            session.plain_taken += end
+            session.last_plain = commands
             requests.runs = True
             if served:  # _served_inline and _write, spelled out
                 self._idle_from = self._loop.time()
@@ -393,11 +395,17 @@ class RespConnection(Connection):
                     return
             if turned != served:
                 # Run in the loop turn's group by that C call (see "Writes of the turn" in
-                # store._actor), answered once the turn's writes are logged.
-                run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
-                run.stop = turned
-                owner.join_turn(self, executor, run, turn_replies, turned - served)
-                self._joined_turn(turned - served)
+                # store._actor), answered once the turn's writes are logged; kept as a
+                # TurnRun (a PlainRun only if the log write fails).
+                count = turned - served
+                owner.join_turn(self, executor, (
+                    commands, session.bucket, session.protocol, self.side, served, turned
+                ), turn_replies, count)
+                # _joined_turn(count), spelled out
+                self._in_turn = True
+                self._idle_from = self._loop.time()
+                self.requests += count
+                owner.inline += count
                 if turned == end:
                     return
                 served = turned  # the rest needs Python, or room

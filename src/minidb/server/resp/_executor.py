@@ -43,6 +43,7 @@ from minidb.server.resp._types import (
     ForwardTransaction,
     ForwardWatch,
     PlainRun,
+    TurnRun,
     WatchSet,
 )
 from minidb.store import (
@@ -136,9 +137,9 @@ class RespRequest:
         return "WATCH" if type(action) is ForwardWatch else "EXEC"
 
 
-OwnerRequest = Forward | PlainRun | RespRequest
-"""What the owner runs for a RESP connection: a data command, a run of plain ones, or WATCH /
-EXEC / UNWATCH."""
+OwnerRequest = Forward | PlainRun | TurnRun | RespRequest
+"""What the owner runs for a RESP connection: a data command, a run of plain ones (or one that
+already ran in the loop turn's group), or WATCH / EXEC / UNWATCH."""
 
 
 class CommandCounts:
@@ -358,6 +359,8 @@ class RespExecutor:
     def expand(self, request: OwnerRequest) -> list[OwnerRequest]:
         """The single commands ``request`` stands for (the owner answers each on its own when
         writes are refused)."""
+        if isinstance(request, tuple):  # a TurnRun (no other request is a tuple)
+            request = PlainRun.of_turn(request)
         if type(request) is PlainRun:
             return request.forwards()  # type: ignore[return-value]
         return [request]
@@ -422,6 +425,8 @@ class RespExecutor:
     def refusal(self, request: OwnerRequest, reason: str) -> bytes:
         """``-ERR <reason>`` for ``request`` (a replica's refusal in Redis's ``READONLY``
         words), counted as a failed call of its command."""
+        if isinstance(request, tuple):  # a TurnRun (no other request is a tuple)
+            request = PlainRun.of_turn(request)
         if type(request) is PlainRun:
             return b"".join(self.refusal(f, reason) for f in request.forwards())
         if reason == REPLICA_REFUSAL:

@@ -177,7 +177,12 @@ class RespSession:
         self.lib_ver: bytes | None = None
         self.no_evict = self.no_touch = False
         self.closing = False
-        self.last_command = "NULL"
+        self._last_command = "NULL"
+        self.last_plain: list[list[bytes]] | None = None
+        """The commands of the last read the express lane took whole (every one plain and
+        counted in ``plain_taken``): ``last_command`` names its last one when asked."""
+        self.plain_taken = 0
+        """Commands the express lane took (counted as commands and as forwarded)."""
         self.owner_side: object = None
         """The connection's state on the data owner's side, passed on in each ``Forward``."""
         self.close_connection: Callable[[], None] | None = None
@@ -199,6 +204,19 @@ class RespSession:
         self._transactions = self._aborted = 0
 
     @property
+    def last_command(self) -> str:
+        """The name of the last command run (CLIENT INFO's ``cmd``), "NULL" before any."""
+        plain = self.last_plain
+        if plain is not None:
+            return _PLAIN_NAMES[plain[-1][0]]
+        return self._last_command
+
+    @last_command.setter
+    def last_command(self, name: str) -> None:
+        self._last_command = name
+        self.last_plain = None
+
+    @property
     def in_multi(self) -> bool:
         return self._queue is not None
 
@@ -213,7 +231,8 @@ class RespSession:
 
     def statistics(self) -> SessionStatistics:
         return SessionStatistics(
-            self._commands, self.rejected, self._forwarded, self._transactions, self._aborted
+            self._commands + self.plain_taken, self.rejected, self._forwarded + self.plain_taken,
+            self._transactions, self._aborted,
         )
 
     # -- the decision ------------------------------------------------------------------------

@@ -140,6 +140,14 @@ class PlainRun:
             return None
         return PlainRun(self.argvs, self.bucket, self.protocol, self.side, self.stop)
 
+    @classmethod
+    def of_turn(cls, ran: TurnRun) -> PlainRun:
+        """The run a ``TurnRun`` stands for."""
+        argvs, bucket, protocol, side, start, stop = ran
+        run = cls(argvs, bucket, protocol, side, start)
+        run.stop = stop
+        return run
+
     def forwards(self) -> list[Forward]:
         """The commands of the run, one ``Forward`` each (the owner's slow paths)."""
         return [
@@ -151,6 +159,13 @@ class PlainRun:
     def verb(self) -> str:
         """The first command's name in upper case (metrics of refused requests)."""
         return self.argvs[self.start][0].decode("ascii", "replace").upper()
+
+
+TurnRun = tuple[list[list[bytes]], bytes, int, object, int, int]
+"""``(argvs, bucket, protocol, side, start, stop)``: a ``PlainRun`` that the express lane's
+C call already ran in the loop turn's group, as a plain tuple. It is needed only if the
+turn's log write fails (``Executor.expand`` and ``refusal`` then make the ``PlainRun``,
+``PlainRun.of_turn``), so a SET at ``redis-benchmark -P 1`` does not build one per request."""
 
 
 @dataclass(eq=False, slots=True, weakref_slot=True)
