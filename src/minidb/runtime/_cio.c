@@ -17,6 +17,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_cslots.h"
+
 #include <errno.h>
 #include <math.h>
 #include <sys/socket.h>
@@ -33,10 +35,25 @@
 #define READ_BUFFER_SIZE (256 * 1024)
 static char read_buffer[READ_BUFFER_SIZE];
 
-static PyObject *str_plain, *str_conn_lost, *str_sock, *str_sock_fd, *str_max_size;
-static PyObject *str_protocol, *str_data_received, *str_fatal_error, *str_read_ready_cb;
-static PyObject *str_on_eof, *str_eof, *str_empty_waiter, *str_buffer, *str_cancelled;
-static PyObject *str_remove_reader, *str_remove_writer;
+/* The transport's slots the methods read, by offset in its instances (resolved once: the
+   class declares them as __slots__, so each read is a load, not a type and a dict lookup). */
+enum {
+    T_PLAIN, T_CONN_LOST, T_SOCK, T_SOCK_FD, T_MAX_SIZE, T_PROTOCOL, T_EOF, T_EMPTY_WAITER,
+    T_BUFFER, T_FIELDS
+};
+static const char *const transport_fields[T_FIELDS] = {
+    "_plain", "_conn_lost", "_sock", "_sock_fd", "max_size", "_protocol", "_eof",
+    "_empty_waiter", "_buffer",
+};
+static Py_ssize_t transport_offsets[T_FIELDS];
+static PyTypeObject *transport_type;  /* the class whose offsets these are */
+#define FIELD(self, i) (*(PyObject **)((char *)(self) + transport_offsets[i]))
+
+static Py_ssize_t handle_cancelled_offset = -1;  /* asyncio.Handle's _cancelled slot */
+static PyTypeObject *handle_type;
+
+static PyObject *str_data_received, *str_fatal_error, *str_read_ready_cb, *str_on_eof;
+static PyObject *str_cancelled, *str_remove_reader, *str_remove_writer;
 static PyObject *socket_type;        /* socket.socket */
 static PyObject *python_read_ready;  /* _SocketTransport's Python _read_ready */
 static PyObject *stock_write;        /* selector_events._SelectorSocketTransport.write */
@@ -47,17 +64,27 @@ static const char PROTOCOL_ERROR[] = "Fatal error: protocol.data_received() call
 
 /* ------------------------------------------------------------------------------------ */
 
-/* The truth of self.<name>; -1 on error. */
+/* Whether every slot the methods read is set (else the Python method raises for it). */
 static int
-attr_true(PyObject *self, PyObject *name)
+fields_set(PyObject *self)
 {
-    PyObject *value = PyObject_GetAttr(self, name);
-    if (value == NULL) {
-        return -1;
+    for (int i = 0; i < T_FIELDS; i++) {
+        if (FIELD(self, i) == NULL) {
+            return 0;
+        }
     }
-    int truth = PyObject_IsTrue(value);
-    Py_DECREF(value);
-    return truth;
+    return 1;
+}
+
+/* The truth of the slot i; -1 on error. */
+static int
+field_true(PyObject *self, int i)
+{
+    PyObject *value = FIELD(self, i);
+    if (value == Py_True || value == Py_False || value == Py_None) {
+        return value == Py_True;
+    }
+    return PyObject_IsTrue(value);
 }
 
 /* self._sock_fd when self._sock is a socket.socket: the descriptor, -2 when it is something
@@ -65,21 +92,10 @@ attr_true(PyObject *self, PyObject *name)
 static long
 socket_fd(PyObject *self)
 {
-    PyObject *sock = PyObject_GetAttr(self, str_sock);
-    if (sock == NULL) {
-        return -1;
-    }
-    int plain = (PyObject *)Py_TYPE(sock) == socket_type;
-    Py_DECREF(sock);
-    if (!plain) {
+    if ((PyObject *)Py_TYPE(FIELD(self, T_SOCK)) != socket_type) {
         return -2;
     }
-    PyObject *fd_obj = PyObject_GetAttr(self, str_sock_fd);
-    if (fd_obj == NULL) {
-        return -1;
-    }
-    long fd = PyLong_AsLong(fd_obj);
-    Py_DECREF(fd_obj);
+    long fd = PyLong_AsLong(FIELD(self, T_SOCK_FD));
     if (fd == -1 && PyErr_Occurred()) {
         return -1;
     }
@@ -139,11 +155,14 @@ os_error_to_fatal(PyObject *self, const char *message)
 static PyObject *
 transport_read_ready(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
-    int plain = attr_true(self, str_plain);
+    if (!PyObject_TypeCheck(self, transport_type) || !fields_set(self)) {
+        return PyObject_CallOneArg(python_read_ready, self);
+    }
+    int plain = field_true(self, T_PLAIN);
     if (plain <= 0) {
         return plain < 0 ? NULL : PyObject_CallMethodNoArgs(self, str_read_ready_cb);
     }
-    int lost = attr_true(self, str_conn_lost);
+    int lost = field_true(self, T_CONN_LOST);
     if (lost != 0) {
         if (lost < 0) {
             return NULL;
@@ -154,12 +173,7 @@ transport_read_ready(PyObject *self, PyObject *Py_UNUSED(ignored))
     if (fd < 0) {
         return fd == -1 ? NULL : PyObject_CallOneArg(python_read_ready, self);
     }
-    PyObject *max_obj = PyObject_GetAttr(self, str_max_size);
-    if (max_obj == NULL) {
-        return NULL;
-    }
-    Py_ssize_t max_size = PyLong_AsSsize_t(max_obj);
-    Py_DECREF(max_obj);
+    Py_ssize_t max_size = PyLong_AsSsize_t(FIELD(self, T_MAX_SIZE));
     if (max_size == -1 && PyErr_Occurred()) {
         return NULL;
     }
@@ -197,11 +211,7 @@ transport_read_ready(PyObject *self, PyObject *Py_UNUSED(ignored))
     if (data == NULL) {
         return NULL;
     }
-    PyObject *protocol = PyObject_GetAttr(self, str_protocol);
-    if (protocol == NULL) {
-        Py_DECREF(data);
-        return NULL;
-    }
+    PyObject *protocol = Py_NewRef(FIELD(self, T_PROTOCOL));  /* data_received may replace it */
     PyObject *result = PyObject_CallMethodOneArg(protocol, str_data_received, data);
     Py_DECREF(protocol);
     Py_DECREF(data);
@@ -220,37 +230,20 @@ transport_read_ready(PyObject *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 transport_write(PyObject *self, PyObject *data)
 {
-    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) == 0) {
+    if (!PyBytes_CheckExact(data) || PyBytes_GET_SIZE(data) == 0
+        || !PyObject_TypeCheck(self, transport_type) || !fields_set(self)
+        || FIELD(self, T_EMPTY_WAITER) != Py_None) {
         goto stock;
     }
-    int flag = attr_true(self, str_eof);
-    if (flag != 0) {
-        if (flag < 0) {
-            return NULL;
+    int flags[3] = {T_EOF, T_CONN_LOST, T_BUFFER};
+    for (int k = 0; k < 3; k++) {
+        int flag = field_true(self, flags[k]);
+        if (flag != 0) {
+            if (flag < 0) {
+                return NULL;
+            }
+            goto stock;  /* which raises after write_eof, counts after a loss, buffers */
         }
-        goto stock;  /* which raises */
-    }
-    PyObject *waiter = PyObject_GetAttr(self, str_empty_waiter);
-    if (waiter == NULL) {
-        return NULL;
-    }
-    Py_DECREF(waiter);
-    if (waiter != Py_None) {
-        goto stock;
-    }
-    flag = attr_true(self, str_conn_lost);
-    if (flag != 0) {
-        if (flag < 0) {
-            return NULL;
-        }
-        goto stock;
-    }
-    flag = attr_true(self, str_buffer);
-    if (flag != 0) {
-        if (flag < 0) {
-            return NULL;
-        }
-        goto stock;
     }
     long fd = socket_fd(self);
     if (fd < 0) {
@@ -303,13 +296,26 @@ cio_io_methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "io_methods(cls, python_read_ready, stock_write)");
         return NULL;
     }
-    if (python_read_ready != NULL) {
+    if (transport_type != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "io_methods() serves one transport class");
         return NULL;
     }
+    PyTypeObject *cls = (PyTypeObject *)args[0];
+    for (int i = 0; i < T_FIELDS; i++) {
+        PyObject *name = PyUnicode_InternFromString(transport_fields[i]);
+        if (name == NULL) {
+            return NULL;
+        }
+        transport_offsets[i] = member_offset(cls, name);
+        Py_DECREF(name);
+        if (transport_offsets[i] < 0) {
+            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", cls, transport_fields[i]);
+            return NULL;
+        }
+    }
+    transport_type = (PyTypeObject *)Py_NewRef(cls);
     python_read_ready = Py_NewRef(args[1]);
     stock_write = Py_NewRef(args[2]);
-    PyTypeObject *cls = (PyTypeObject *)args[0];
     PyObject *read_ready = PyDescr_NewMethod(cls, &read_ready_def);
     PyObject *write = PyDescr_NewMethod(cls, &write_def);
     if (read_ready == NULL || write == NULL) {
@@ -328,7 +334,17 @@ static int
 ready_or_removed(PyObject *loop, PyObject *append, PyObject *handle, PyObject *remove,
                  PyObject *fileobj)
 {
-    int cancelled = attr_true(handle, str_cancelled);
+    int cancelled;
+    PyObject *flag;
+    if (handle_cancelled_offset >= 0 && PyObject_TypeCheck(handle, handle_type)
+        && (flag = *(PyObject **)((char *)handle + handle_cancelled_offset)) != NULL) {
+        cancelled = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
+    }
+    else {
+        PyObject *value = PyObject_GetAttr(handle, str_cancelled);
+        cancelled = value == NULL ? -1 : PyObject_IsTrue(value);
+        Py_XDECREF(value);
+    }
     if (cancelled < 0) {
         return -1;
     }
@@ -492,22 +508,26 @@ PyInit__cio(void)
     if (m == NULL) {
         return NULL;
     }
-    INTERN(str_plain, "_plain");
-    INTERN(str_conn_lost, "_conn_lost");
-    INTERN(str_sock, "_sock");
-    INTERN(str_sock_fd, "_sock_fd");
-    INTERN(str_max_size, "max_size");
-    INTERN(str_protocol, "_protocol");
     INTERN(str_data_received, "data_received");
     INTERN(str_fatal_error, "_fatal_error");
     INTERN(str_read_ready_cb, "_read_ready_cb");
     INTERN(str_on_eof, "_read_ready__on_eof");
-    INTERN(str_eof, "_eof");
-    INTERN(str_empty_waiter, "_empty_waiter");
-    INTERN(str_buffer, "_buffer");
     INTERN(str_cancelled, "_cancelled");
     INTERN(str_remove_reader, "_remove_reader");
     INTERN(str_remove_writer, "_remove_writer");
+    /* asyncio's Handle keeps _cancelled in a slot: the poll reads it at its offset. */
+    PyObject *events = PyImport_ImportModule("asyncio.events");
+    if (events == NULL) {
+        goto error;
+    }
+    handle_type = (PyTypeObject *)PyObject_GetAttrString(events, "Handle");
+    Py_DECREF(events);
+    if (handle_type == NULL) {
+        goto error;
+    }
+    if (PyType_Check(handle_type)) {
+        handle_cancelled_offset = member_offset(handle_type, str_cancelled);
+    }
     PyObject *socket_module = PyImport_ImportModule("socket");
     if (socket_module == NULL) {
         goto error;

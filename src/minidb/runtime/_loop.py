@@ -210,8 +210,22 @@ class _SocketTransport(selector_events._SelectorSocketTransport):  # type: ignor
     reads the stock way. With the accelerator (``_cio``), ``_read_ready`` and ``write`` are
     C twins of this ``_read_ready`` and of the stock ``write``."""
 
-    _plain = False
-    """The protocol is not a ``BufferedProtocol``: ``data_received`` gets the bytes."""
+    # The fields the loop's I/O turn reads once per read or write, as slots (the base class's
+    # __init__ assigns them as usual): a slot is read at its offset, where an attribute in the
+    # instance's __dict__ costs the C twins (and the Python ones' unspecialised reads) a type
+    # lookup and a dict lookup each. ``max_size`` is the stock class attribute, copied.
+    __slots__ = (
+        "_buffer", "_conn_lost", "_empty_waiter", "_eof", "_plain", "_protocol", "_sock",
+        "_sock_fd", "max_size",
+    )
+
+    _plain: bool
+    """The protocol is not a ``BufferedProtocol``: ``data_received`` gets the bytes (set by
+    ``set_protocol``, which the base class's ``__init__`` calls)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.max_size = selector_events._SelectorTransport.max_size  # type: ignore[attr-defined]
+        super().__init__(*args, **kwargs)
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
         self._plain = not isinstance(protocol, protocols.BufferedProtocol)
