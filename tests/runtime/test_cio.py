@@ -173,9 +173,11 @@ def test_read_with_nothing_to_read_waits(twin: str) -> None:
         transport._read_ready()
         peer.sendall(b"later")
         await _until(lambda: bool(protocol.events))
+        peer.sendall(b"not read")
+        transport._conn_lost = 1  # as after a fatal error: the reader reads no more
+        transport._read_ready()
+        transport._conn_lost = 0
         transport.close()
-        peer.sendall(b"after close")
-        transport._read_ready()  # a closing transport reads no more
         await protocol.lost.wait()
 
     _, events = _same_on_every_loop(scenario)
