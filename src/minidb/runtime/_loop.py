@@ -28,7 +28,8 @@ creation stack, frame for frame. Logs and tests written against stock asyncio ma
 When the optional C accelerator is in use (``_accel.py``; ``MINIDB_PURE_PYTHON=1`` turns it
 off) the wheel is its C twin and ``call_at``/``call_later`` leave making and filing the handle
 to ``_cwheel.schedule`` (``reschedule`` to ``_cwheel.reschedule``); the Python methods remain
-for debug mode and for the pure build.
+for debug mode and for the pure build. The I/O turn has its C twin too (``_cio``): the epoll
+poll (``_poll_epoll``'s body) and the socket transport's ``_read_ready`` and ``write``.
 
 ``_run_once`` below is the stock one with the heap replaced by the wheel; it is "the only place
 where callbacks are actually called", as in asyncio. The private ``_scheduled`` list is kept

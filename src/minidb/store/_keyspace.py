@@ -204,6 +204,14 @@ class KeyspaceStatistics:
 class Keyspace:
     """Buckets of keys and values with expiry; exactly one owner calls it (no locks)."""
 
+    # Slots: the C run (``_cplain``) reads several of these per run, and a slot's lookup skips
+    # the instance dict (scripting keeps a weak reference to the keyspace).
+    __slots__ = (
+        "__weakref__", "_buckets", "_clock_ms", "_containers", "_cow_below", "_epoch",
+        "_examined", "_expired_by_timer", "_expired_lazily", "_indexes", "_keys", "_rng",
+        "_sorted", "_watched", "_wheel", "max_value_bytes",
+    )
+
     def __init__(
         self,
         *,
