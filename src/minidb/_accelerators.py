@@ -1,7 +1,8 @@
 """The optional C accelerators: one switch, and one way to load each.
 
-``protocol._cresp``, ``wal._cpayload`` and ``batch._ccsv`` are C twins of hot loops, built by
-``setup.py`` when a C compiler is at hand (see docs/architecture.md, "Hot loops in optional C").
+``protocol._cresp`` and ``._cline``, ``store._cplain``, ``wal._cpayload`` and ``._creader``,
+and ``batch._ccsv`` are C twins of hot loops (``runtime`` has ``_cwheel`` and ``_cio``), built
+by ``setup.py`` when a C compiler is at hand (see docs/architecture.md, "Hot loops in optional C").
 Each layer loads its own with ``load``: the module, or None when it was not built or the
 environment sets ``MINIDB_PURE_PYTHON=1``, and then the pure-Python code runs. ``runtime``
 applies the same rule in its own ``_accel.py``, because it imports nothing else of minidb.

@@ -1,5 +1,6 @@
 /* Shared by the C accelerators that read or fill the __slots__ of a Python class directly
- * (runtime/_cwheel.c: a timer handle's fields; protocol/_cresp.c: the RESP decoder's state):
+ * (runtime/_cwheel.c: a timer handle's fields; protocol/_cresp.c: the RESP decoder's state;
+ * runtime/_cio.c: the socket transport's):
  * where such a slot lives in an instance, so that C reads it at that offset, with no
  * attribute lookup, as CPython's own member descriptor does. */
 #ifndef MINIDB_CSLOTS_H
@@ -37,6 +38,26 @@ member_offset(PyTypeObject *tp, PyObject *name)
         return -1;
     }
     return def->offset;
+}
+
+/* ``member_offset`` of each of the ``n`` names into ``offsets``: ``n`` when every one is a
+ * plain slot, else the index of the first that is not (``offsets`` then partly filled), or
+ * -1 with an exception set (a name could not be made). */
+static int
+member_offsets(PyTypeObject *tp, const char *const *names, int n, Py_ssize_t *offsets)
+{
+    for (int i = 0; i < n; i++) {
+        PyObject *name = PyUnicode_InternFromString(names[i]);
+        if (name == NULL) {
+            return -1;
+        }
+        offsets[i] = member_offset(tp, name);
+        Py_DECREF(name);
+        if (offsets[i] < 0) {
+            return i;
+        }
+    }
+    return n;
 }
 
 #endif

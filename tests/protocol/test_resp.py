@@ -21,7 +21,7 @@ from minidb.protocol import (
 from minidb.protocol._resp import MIN_BUFFER_HEADROOM_BYTES
 from minidb.protocol._resp_fields import split_inline, strict_int
 
-_C_SCANS = _resp._load_scans() if _resp._scan is None else (_resp._scan, _resp._scan_raw)
+_C_SCANS = (_resp._scan, _resp._scan_raw)
 
 
 @pytest.fixture(

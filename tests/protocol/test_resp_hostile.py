@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from minidb.protocol import RespDecoder, RespProtocolError, _resp, encode_command
 
-_C_SCANS = _resp._load_scans() if _resp._scan is None else (_resp._scan, _resp._scan_raw)
+_C_SCANS = (_resp._scan, _resp._scan_raw)
 _scan, _scan_raw = _C_SCANS
 
 pytestmark = [

@@ -52,7 +52,7 @@ print("ok")
 """
 
 
-@pytest.mark.skipif(_resp._load_scans()[1] is None, reason="C accelerator not built")
+@pytest.mark.skipif(_resp._scan_raw is None, reason="C accelerator not built")
 def test_c_scan_raw_shares_command_names_up_to_its_bound() -> None:
     """A command's name is one object per distinct name (hash cached, identity matches in
     every dict downstream), for at most 256 names of printable ASCII up to 24 bytes; other

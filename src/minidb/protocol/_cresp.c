@@ -386,16 +386,12 @@ take_whole_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyTypeObject *tp = (PyTypeObject *)args[0];
-    for (int i = 0; i < D_FIELDS; i++) {
-        PyObject *name = PyUnicode_InternFromString(decoder_fields[i]);
-        if (name == NULL)
-            return NULL;
-        decoder_offsets[i] = member_offset(tp, name);
-        Py_DECREF(name);
-        if (decoder_offsets[i] < 0) {
-            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", args[0], decoder_fields[i]);
-            return NULL;
-        }
+    int found = member_offsets(tp, decoder_fields, D_FIELDS, decoder_offsets);
+    if (found < 0)
+        return NULL;
+    if (found < D_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", args[0], decoder_fields[found]);
+        return NULL;
     }
     scan_raw_function = PyObject_GetAttrString(module, "scan_raw");
     if (scan_raw_function == NULL)

@@ -119,14 +119,10 @@ ScanRaw = Callable[[bytes, int, list[list[bytes]], int, int, int], int]
 """``scan_raw(buf, pos, out, limit, max_count, max_bulk) -> next pos`` (see ``_cresp.c``)."""
 
 
-def _load_scans() -> tuple[Scan | None, ScanRaw | None]:
-    """The C scans, or Nones when they are switched off or were not built."""
-    cresp = load("minidb.protocol._cresp")
-    return (None, None) if cresp is None else (cresp.scan, cresp.scan_raw)
-
-
 _cresp = load("minidb.protocol._cresp")
-_scan, _scan_raw = _load_scans()
+"""The C scans and ``take_whole``, or None when they are switched off or were not built."""
+_scan: Scan | None = None if _cresp is None else _cresp.scan
+_scan_raw: ScanRaw | None = None if _cresp is None else _cresp.scan_raw
 ACCELERATED: Final = _scan is not None
 """Whether the decoder's hot loop runs in C."""
 
@@ -674,7 +670,6 @@ class RespDecoder:
         self._error = RespProtocolError(reason)
         self._argv = None
         return True
-
 
     # The Python take_whole, kept when the accelerator replaces it (below): the reference, and
     # what the C method hands what it does not take itself (a subclass, an unset slot).

@@ -301,17 +301,13 @@ cio_io_methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyTypeObject *cls = (PyTypeObject *)args[0];
-    for (int i = 0; i < T_FIELDS; i++) {
-        PyObject *name = PyUnicode_InternFromString(transport_fields[i]);
-        if (name == NULL) {
-            return NULL;
-        }
-        transport_offsets[i] = member_offset(cls, name);
-        Py_DECREF(name);
-        if (transport_offsets[i] < 0) {
-            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", cls, transport_fields[i]);
-            return NULL;
-        }
+    int found = member_offsets(cls, transport_fields, T_FIELDS, transport_offsets);
+    if (found < 0) {
+        return NULL;
+    }
+    if (found < T_FIELDS) {
+        PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", cls, transport_fields[found]);
+        return NULL;
     }
     transport_type = (PyTypeObject *)Py_NewRef(cls);
     python_read_ready = Py_NewRef(args[1]);

@@ -176,7 +176,7 @@ enum {
     H_WHEN, H_SCHEDULED, H_WHEEL_TICK, H_WHEEL_WHERE, H_FIELDS
 };
 
-static const char *handle_field_names[H_FIELDS] = {
+static const char *const handle_field_names[H_FIELDS] = {
     "_context", "_loop", "_callback", "_args", "_cancelled", "_repr", "_source_traceback",
     "_when", "_scheduled", "_wheel_tick", "_wheel_where",
 };
@@ -1084,16 +1084,9 @@ check_handle_class(PyObject *cls)
         return 0;
     }
     Py_ssize_t offsets[H_FIELDS];
-    for (int i = 0; i < H_FIELDS; i++) {
-        PyObject *name = PyUnicode_InternFromString(handle_field_names[i]);
-        if (name == NULL) {
-            return -1;
-        }
-        offsets[i] = member_offset(tp, name);
-        Py_DECREF(name);
-        if (offsets[i] < 0) {
-            return 0;
-        }
+    int found = member_offsets(tp, handle_field_names, H_FIELDS, offsets);
+    if (found < H_FIELDS) {
+        return found < 0 ? -1 : 0;
     }
     Py_INCREF(tp);
     Py_XSETREF(handle_type, tp);
