@@ -1,8 +1,9 @@
 """Build hook for the optional C accelerators (everything else is in pyproject.toml).
 
 ``minidb.runtime._cwheel`` (the timer wheel), ``minidb.runtime._cio`` (the loop's I/O turn),
-``minidb.protocol._cresp`` (the RESP decoder's
-hot loop), ``minidb.protocol._cline`` (the line decoder's common lines),
+``minidb.protocol._cresp`` (the RESP decoder's hot loop), ``minidb.protocol._cline`` (the line
+decoder's common lines), ``minidb.store._cplain`` (plain commands run on the keyspace),
+``minidb.server.resp._cconnection`` (a RESP connection's express lane, once per read),
 ``minidb.wal._cpayload`` (many PUTs packed into one payload), ``minidb.wal._creader``
 (the log reader's plainly valid records: framing, checksums, operations) and
 ``minidb.batch._ccsv`` (the import reader's common row) are built when a C compiler is at hand;
@@ -22,20 +23,21 @@ setup(
         Extension(
             "minidb.runtime._cwheel",
             ["src/minidb/runtime/_cwheel.c"],
-            depends=["src/minidb/_cslots.h"],  # slot offsets (shared with _cresp)
+            depends=["src/minidb/_cslots.h"],  # slot offsets (shared with the others)
             extra_compile_args=_FLAGS,
             optional=True,
         ),
         Extension(
             "minidb.runtime._cio",
             ["src/minidb/runtime/_cio.c"],
+            depends=["src/minidb/_cslots.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
-            depends=["src/minidb/_cslots.h"],  # slot offsets (shared with _cwheel)
+            depends=["src/minidb/_cslots.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),
@@ -54,6 +56,13 @@ setup(
         Extension(
             "minidb.store._cplain",
             ["src/minidb/store/_cplain.c"],
+            extra_compile_args=_FLAGS,
+            optional=True,
+        ),
+        Extension(
+            "minidb.server.resp._cconnection",
+            ["src/minidb/server/resp/_cconnection.c"],
+            depends=["src/minidb/_cslots.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -23,6 +23,7 @@ from minidb.store._mailbox import UNBOUNDED_OUTPUT, Batch, Executor, Mailbox, Re
 from minidb.store._plainrun import (
     PLAIN_ARITY,
     PLAIN_READS,
+    Express,
     ExpressLane,
     express,
     express_python,
@@ -52,6 +53,7 @@ __all__ = [
     "CommitLog",
     "ErrorReply",
     "Executor",
+    "Express",
     "ExpressLane",
     "FollowExecutor",
     "Keyspace",

@@ -276,6 +276,13 @@ class StoreOwner:
     ``wall_clock_ms``); tests derive it from the loop's virtual clock.
     """
 
+    __slots__ = (
+        "__dict__", "__weakref__", "_turn_requests", "clock", "inline", "mailbox", "turn",
+        "turn_journal", "waiting",
+    )  # fmt: skip
+    # The fields a RESP connection's C data_received (``server.resp._cconnection``) reads
+    # and sets at their offsets, once per read; the others live in the instance dict.
+
     def __init__(
         self,
         state: StoreState,

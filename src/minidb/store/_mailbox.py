@@ -169,6 +169,9 @@ class Mailbox:
     """A FIFO of batches holding at most ``capacity`` requests (batch ``size``s), read by one
     owner task."""
 
+    __slots__ = ("__dict__", "queued")
+    # ``queued`` is read at its offset by a RESP connection's C data_received, once per read.
+
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError("mailbox capacity must be at least 1")

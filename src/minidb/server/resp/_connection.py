@@ -57,6 +57,7 @@ import asyncio
 from collections.abc import Callable, Sized
 from typing import Any
 
+from minidb._accelerators import load
 from minidb.protocol import RespDecoder, RespEncoder, RespProtocolError
 from minidb.server._connection import Connection
 from minidb.server._hub import Hub
@@ -80,7 +81,7 @@ from minidb.server.resp._types import (
     Reply,
     ReplyAndClose,
 )
-from minidb.store import PLAIN_READS, express
+from minidb.store import PLAIN_READS, Express, Mailbox, OpJournal, StoreOwner, express
 from minidb.store._commands import BLOCKING
 from minidb.store._pubsub import Message
 
@@ -115,6 +116,9 @@ class RespContext:
 class RespRequests:
     """The ``Decoder`` a ``RespConnection`` drives: RESP framing, then the session's decision
     per command (see the module docstring). Entries are ``RespRequest``s or encoded replies."""
+
+    __slots__ = ("__dict__", "closing", "decoder", "held", "runs")
+    # The fields the C data_received (``_cconnection``) reads and sets at their offsets.
 
     def __init__(self, session: RespSession, side: OwnerSide, context: RespContext) -> None:
         self.session = session
@@ -283,6 +287,12 @@ class RespRequests:
 class RespConnection(Connection):
     """A RESP client: ``RespRequests`` framing, ``RespExecutor`` batches, RESP refusals."""
 
+    __slots__ = (
+        "_executor", "_express_head", "_owner", "_unix_time", "requests_decoder", "session",
+        "side",
+    )  # fmt: skip
+    # With ``Connection``'s: the fields the C data_received reads at their offsets.
+
     busy_reply = BUSY_REPLY
     unavailable_reply = UNAVAILABLE_REPLY
     listener = "resp"
@@ -347,7 +357,8 @@ class RespConnection(Connection):
         # owner is idle (see "Writes of the turn" in store._actor), else goes to the owner as
         # one batch when the mailbox has room for it, else the general way, in order. This
         # runs once per read (once per request at redis-benchmark -P 1), so it is written out
-        # in one function.
+        # in one function; with the accelerator it is C (``_cconnection``, installed below),
+        # and this is its reference.
         requests = self.requests_decoder
         session = self.session
         if (
@@ -358,7 +369,6 @@ class RespConnection(Connection):
             return
         try:
             owner = self._owner
-            executor = self._executor
             idle = owner.waiting and not owner.mailbox.queued
             turn = owner.turn_journal if idle else None  # (paused output: no room, no run)
             # (+ is one tuple; (*head, ...) builds a list first)
@@ -370,69 +380,85 @@ class RespConnection(Connection):
             if taken is None:
                 super().data_received(data)
                 return
-            commands, end, served, replies, turned, turn_replies = taken
-            # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
-            session.last_interaction = self._unix_time()
-            if end != len(commands):
-                requests.hold_whole(commands)
-                self._fresh = True
-                self._take()
-                return
-            # session.plain_run(commands, 0, end), spelled out: the read's commands are the run
-            session.plain_taken += end
-            session.last_plain = commands
-            requests.runs = True
-            if served:  # _served_inline and _write, spelled out
-                self._idle_from = self._loop.time()
-                self.requests += served
-                owner.inline += served
-                transport = self._transport
-                assert transport is not None  # it is the one calling
-                transport.write(replies)
-                if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
-                    self._drop_for_output(transport)
-                if served == end:
-                    return
-            if turned != served:
-                # Run in the loop turn's group by that C call (see "Writes of the turn" in
-                # store._actor), answered once the turn's writes are logged; kept as a
-                # TurnRun (a PlainRun only if the log write fails).
-                count = turned - served
-                owner.join_turn(self, executor, (
-                    commands, session.bucket, session.protocol, self.side, served, turned
-                ), turn_replies, count)
-                # _joined_turn(count), spelled out
-                self._in_turn = True
-                self._idle_from = self._loop.time()
-                self.requests += count
-                owner.inline += count
-                if turned == end:
-                    return
-                served = turned  # the rest needs Python, or room
-            run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
-            if turn is not None and not self._output_paused:
-                # The rest in the turn too, through the executor (the Python engine).
-                room = self.output_room() - len(turn_replies)  # those are not written yet
-                if room >= 0:
-                    owner.run_in_turn(self, executor, run, room)
-                    self._joined_turn(run.stop - served)
-                    if run.stop == end:
-                        return
-                    # Out of output room: the rest goes the usual way, as what the C run
-                    # leaves does (an owner's group ends the turn before it runs).
-                    served = run.stop
-                    run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
-            if not self._output_paused and self._mailbox.room_for(self, True) >= (
-                weight := end - served  # len(run), without the call
-            ):
-                # What _take would do for this one run, without its loop.
-                super()._send_to_owner([run], weight)
-                return
-            self._deferred.append(run)  # sent before anything else, as handed back
-            self._fresh = True
-            self._take()
+            self._express_taken(taken, turn)
         except Exception as exc:
             self._fail("data_received", exc)
+
+    # The Python data_received, kept when the accelerator replaces it (at the end of the
+    # module): the reference, and what the C method hands a subclass or an unset field.
+    data_received_py = data_received
+
+    def _express_taken(self, taken: Express, turn: OpJournal | None) -> None:
+        """What the express lane's C call took of a read (``store.Express``): count it,
+        write the replies of the reads it served, join the loop turn's group with what it ran
+        there, and pass the rest on (see ``data_received``). ``turn``: the journal of the
+        turn's group the call was given, or None. The C ``data_received`` does this itself
+        for the two common outcomes, every command served (reads) or run in the turn
+        (writes), and calls this for the others."""
+        requests = self.requests_decoder
+        session = self.session
+        owner = self._owner
+        commands, end, served, replies, turned, turn_replies = taken
+        # Once per read, as Redis's readQueryFromClient does: CLIENT INFO's idle time.
+        session.last_interaction = self._unix_time()
+        if end != len(commands):
+            requests.hold_whole(commands)
+            self._fresh = True
+            self._take()
+            return
+        # session.plain_run(commands, 0, end), spelled out: the read's commands are the run
+        session.plain_taken += end
+        session.last_plain = commands
+        requests.runs = True
+        if served:  # _served_inline and _write, spelled out
+            self._idle_from = self._loop.time()
+            self.requests += served
+            owner.inline += served
+            transport = self._transport
+            assert transport is not None  # it is the one calling
+            transport.write(replies)
+            if self._output_paused and transport.get_write_buffer_size() > self._hard_limit:
+                self._drop_for_output(transport)
+            if served == end:
+                return
+        if turned != served:
+            # Run in the loop turn's group by that C call (see "Writes of the turn" in
+            # store._actor), answered once the turn's writes are logged; kept as a TurnRun
+            # (a PlainRun only if the log write fails).
+            count = turned - served
+            owner.join_turn(self, self._executor, (
+                commands, session.bucket, session.protocol, self.side, served, turned
+            ), turn_replies, count)
+            # _joined_turn(count), spelled out
+            self._in_turn = True
+            self._idle_from = self._loop.time()
+            self.requests += count
+            owner.inline += count
+            if turned == end:
+                return
+            served = turned  # the rest needs Python, or room
+        run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
+        if turn is not None and not self._output_paused:
+            # The rest in the turn too, through the executor (the Python engine).
+            room = self.output_room() - len(turn_replies)  # those are not written yet
+            if room >= 0:
+                owner.run_in_turn(self, self._executor, run, room)
+                self._joined_turn(run.stop - served)
+                if run.stop == end:
+                    return
+                # Out of output room: the rest goes the usual way, as what the C run
+                # leaves does (an owner's group ends the turn before it runs).
+                served = run.stop
+                run = PlainRun(commands, session.bucket, session.protocol, self.side, served)
+        if not self._output_paused and self._mailbox.room_for(self, True) >= (
+            weight := end - served  # len(run), without the call
+        ):
+            # What _take would do for this one run, without its loop.
+            super()._send_to_owner([run], weight)
+            return
+        self._deferred.append(run)  # sent before anything else, as handed back
+        self._fresh = True
+        self._take()
 
     def _joined_turn(self, count: int) -> None:
         """``count`` requests ran in the loop turn's group: their replies come with
@@ -571,3 +597,18 @@ def _waits_for_owner(argv: list[bytes], out: list[Any], unanswered: Sized) -> bo
 
 def _address(peer: object) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
+
+
+_cconnection = load("minidb.server.resp._cconnection")
+if _cconnection is not None:
+    # data_received and turn_answered in C: the express lane's gate and bookkeeping, and
+    # the turn's replies, read the connection's, its session's and its owner's slots at
+    # their offsets, once per read. The Python methods stay: the reference, and the way
+    # for a subclass or an unset field.
+    RespConnection.data_received, RespConnection.turn_answered = (  # type: ignore[method-assign]
+        _cconnection.methods(
+            RespConnection, RespRequests, RespSession, StoreOwner, Mailbox,
+            RespConnection.data_received_py, Connection.data_received, express,
+            Connection.turn_answered,
+        )
+    )  # fmt: skip

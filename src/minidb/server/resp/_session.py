@@ -154,6 +154,13 @@ _Handler = Callable[["RespSession", list[bytes], SessionEnv], Result]
 class RespSession:
     """The state of one RESP connection and the decision for each of its commands."""
 
+    __slots__ = (
+        "__dict__", "_queue", "authenticated", "bucket", "closing", "last_interaction",
+        "last_plain", "plain_taken", "protocol", "restricted",
+    )  # fmt: skip
+    # The fields the RESP connection's C data_received (``server.resp._cconnection``) reads
+    # and sets at their offsets, once per read; the others live in the instance dict.
+
     def __init__(
         self,
         client_id: int,
