@@ -30,7 +30,7 @@ setup(
         Extension(
             "minidb.runtime._cio",
             ["src/minidb/runtime/_cio.c"],
-            depends=["src/minidb/_cslots.h"],
+            depends=["src/minidb/_cslots.h", "src/minidb/_cexceptions.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),
@@ -62,7 +62,7 @@ setup(
         Extension(
             "minidb.server.resp._cconnection",
             ["src/minidb/server/resp/_cconnection.c"],
-            depends=["src/minidb/_cslots.h"],
+            depends=["src/minidb/_cslots.h", "src/minidb/_cexceptions.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -1,12 +1,15 @@
-"""The loop's I/O turn in C (``runtime._cio``: the epoll poll, the socket transport's read and
-write) against its Python twins and the stock loop: each scenario runs on the stock
+"""The loop's I/O turn in C (``runtime._cio``: the epoll poll, the socket transport's read,
+write and buffer size, the loop over the ready callbacks) against its Python twins and the
+stock loop: each scenario runs on the stock
 ``SelectorEventLoop`` and on the ``WheelEventLoop`` with each twin, and must give the same
 protocol events, the same bytes at the peer and the same errors."""
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import contextvars
 import signal
 import socket
 import struct
@@ -38,13 +41,19 @@ def twin(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     """The wheel loop's I/O turn on one twin: "python" puts the Python methods back."""
     if request.param == "python":
         monkeypatch.setattr(loop_module, "_C_POLL", None)
+        monkeypatch.setattr(loop_module, "_C_RUN_READY", None)
         monkeypatch.setattr(Transport, "_read_ready", Transport._read_ready_py, raising=False)
         monkeypatch.setattr(Transport, "write", Transport._write_py, raising=False)
+        monkeypatch.setattr(
+            Transport, "get_write_buffer_size", Transport._get_write_buffer_size_py,
+            raising=False,
+        )
     else:
         # The C methods are the class's own (not the inherited Python ones).
         assert type(Transport.__dict__["write"]).__name__ == "method_descriptor"
         assert type(Transport.__dict__["_read_ready"]).__name__ == "method_descriptor"
-        assert loop_module._C_POLL is not None
+        assert type(Transport.__dict__["get_write_buffer_size"]).__name__ == "method_descriptor"
+        assert loop_module._C_POLL is not None and loop_module._C_RUN_READY is not None
     return str(request.param)
 
 
@@ -211,7 +220,9 @@ def test_write_sends_at_once_and_buffers_what_the_socket_does_not_take(twin: str
         transport.write(b"small")
         at_once = transport.get_write_buffer_size()
         transport.write(big)
-        buffered = transport.get_write_buffer_size() > 0
+        # What is buffered, as the stock method counts it too.
+        buffered = transport.get_write_buffer_size()
+        buffered = 0 < buffered == Transport._get_write_buffer_size_py(transport)
         peer.setblocking(False)
         got = bytearray()
         with contextlib.suppress(BlockingIOError):
@@ -348,17 +359,113 @@ def test_poll_raises_what_a_signal_handler_raises(twin: str) -> None:
         loop.close()
 
 
+# -- the ready callbacks ----------------------------------------------------------------------
+
+_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("_VAR", default="-")
+
+
+class OwnRun(asyncio.Handle):
+    """A handle whose ``_run`` is not asyncio's: the C loop hands it (and what follows) to
+    the Python loop."""
+
+    def _run(self) -> None:
+        self._callback("own", *self._args)
+
+
+def _turn_of_callbacks(make: Any) -> tuple[list[object], list[str]]:
+    """One loop turn of callbacks of every kind, run on a new loop of ``make``: what they
+    recorded, in order, and the exception handler's messages."""
+    loop = make()
+    seen: list[object] = []
+    messages: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: messages.append(context["message"]))
+
+    def record(*what: object) -> None:
+        seen.append((*what, _VAR.get()))
+
+    def fail() -> None:
+        seen.append("fail")
+        raise ValueError("boom")
+
+    try:
+        context = contextvars.copy_context()
+        context.run(_VAR.set, "in context")
+        loop.call_soon(record, 1)
+        loop.call_soon(record, 2, context=context)
+        loop.call_soon(record, "cancelled").cancel()
+        loop.call_soon(fail)
+        loop.call_soon(lambda: loop.call_soon(record, "next turn"))
+        odd = loop.call_soon(record, 3)
+        odd._args = [3, "list"]  # type: ignore[attr-defined]  (``*args`` takes any iterable)
+        loop.call_soon(record, 4)
+        loop._ready.append(OwnRun(record, ("a",), loop))  # type: ignore[attr-defined]
+        loop.call_soon(record, 5)
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        seen.append(("queued after the turn", len(loop._ready)))  # type: ignore[attr-defined]
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        return seen, messages
+    finally:
+        loop.close()
+
+
+def test_ready_callbacks_run_as_the_stock_loop_runs_them(twin: str) -> None:
+    """In order, the cancelled one skipped, each in its context, a failure to the exception
+    handler (the others still run), what a callback schedules in the next turn; a handle of
+    another kind and arguments of another shape too (the C loop gives way to Python)."""
+    stock = _turn_of_callbacks(asyncio.SelectorEventLoop)
+    assert _turn_of_callbacks(WheelEventLoop) == stock
+    assert stock[0] == [
+        (1, "-"), (2, "in context"), "fail", (3, "list", "-"), (4, "-"), ("own", "a", "-"),
+        (5, "-"), ("queued after the turn", 1), ("next turn", "-"),
+    ]
+    assert len(stock[1]) == 1 and stock[1][0].startswith("Exception in callback")
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_leaves_the_rest_queued(twin: str, error: type[BaseException]) -> None:
+    """KeyboardInterrupt and SystemExit leave the turn; the callbacks after the one that
+    raised stay queued and run in the next."""
+    loop = WheelEventLoop()
+    seen: list[int] = []
+
+    def interrupt() -> None:
+        raise error
+
+    try:
+        loop.call_soon(seen.append, 1)
+        loop.call_soon(interrupt)
+        loop.call_soon(seen.append, 2)
+        loop.call_soon(loop.stop)  # (a build that swallowed the interrupt stops here)
+        with pytest.raises(error):
+            loop.run_forever()
+        assert seen == [1] and len(loop._ready) == 2  # type: ignore[attr-defined]
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        assert seen == [1, 2]
+    finally:
+        loop.close()
+
+
 @pytest.mark.accelerator
 @pytest.mark.skipif(_accel.io_methods is None, reason="runtime._cio not built")
 def test_c_methods_refuse_bad_arguments() -> None:
     from minidb.runtime import _cio  # type: ignore[attr-defined]
 
     with pytest.raises(RuntimeError, match="one transport class"):
-        _cio.io_methods(Transport, Transport._read_ready_py, Transport._write_py)
+        _cio.io_methods(
+            Transport, Transport._read_ready_py, Transport._write_py,
+            Transport._get_write_buffer_size_py,
+        )
     with pytest.raises(TypeError):
         _cio.io_methods(1, 2)
     with pytest.raises(TypeError, match="dict"):
         _cio.poll(None, 0, 0, [], list.append)
+    with pytest.raises(TypeError):
+        _cio.run_ready(collections.deque(), 0, [], print)
+    with pytest.raises(AttributeError):  # not a deque: no popleft
+        _cio.run_ready([], 1, (), print)
     with pytest.raises(ValueError, match="epfd"):
         _cio.poll(None, -1, 0, {}, list.append)
     with pytest.raises(OSError):  # not an epoll descriptor

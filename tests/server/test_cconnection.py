@@ -1,4 +1,5 @@
-"""The C ``RespConnection.data_received`` (``server.resp._cconnection``) at its edges.
+"""The C ``RespConnection.data_received``, ``turn_answered`` and ``output_room``
+(``server.resp._cconnection``) at their edges.
 
 ``test_express_lane.py`` holds it to the Python method over random reads; these are the cases
 random reads do not reach: a subclass or an unset field (the Python method, wholesale), an
@@ -16,10 +17,10 @@ from typing import Any
 import pytest
 
 from minidb.protocol import RespDecoder, encode_command
-from minidb.server._connection import Connection
 from minidb.server.resp import _connection as connection_module
 from minidb.server.resp._connection import RespConnection
 from minidb.store import MemoryLog, StoreOwner, StoreState
+from tests.server._connection_twins import python_connection_methods
 from tests.server.test_connection import FakeTransport, RecordingLoop
 from tests.server.test_pubsub_hold import _connection
 
@@ -37,16 +38,12 @@ NOW_MS = 1_700_000_000_000
 
 @pytest.fixture(params=["c", "python"])
 def twin(request: pytest.FixtureRequest) -> Iterator[str]:
-    """``RespConnection.data_received`` and ``turn_answered`` as the C methods or as the
-    Python ones."""
-    c_methods = RespConnection.data_received, RespConnection.turn_answered
-    if request.param == "python":
-        RespConnection.data_received = RespConnection.data_received_py  # type: ignore[method-assign]
-        RespConnection.turn_answered = Connection.turn_answered  # type: ignore[method-assign]
-    try:
-        yield request.param
-    finally:
-        RespConnection.data_received, RespConnection.turn_answered = c_methods  # type: ignore[method-assign]
+    """``RespConnection``'s C methods, or their Python twins."""
+    if request.param == "c":
+        yield "c"
+        return
+    with python_connection_methods():
+        yield "python"
 
 
 def _idle_owner(loop: RecordingLoop, fsync: str = "no") -> tuple[StoreOwner, MemoryLog]:
@@ -308,6 +305,22 @@ def test_turn_answered_contains_an_error(loop: RecordingLoop, twin: str) -> None
     assert failed == ["turn_answered"] and transport.writes == [b"+OK\r\n"]
 
 
+@pytest.mark.parametrize("state", ["open", "unsent", "cut", "closed", "no transport"])
+def test_output_room(loop: RecordingLoop, twin: str, state: str) -> None:
+    """The soft output limit less what is unsent; -1 once cut, closed or without a
+    transport."""
+    conn, transport, _ = _connection(loop)
+    transport.unsent = 100 if state == "unsent" else 0
+    if state == "cut":
+        conn._cut = True
+    elif state == "closed":
+        conn._closed = True
+    elif state == "no transport":
+        conn._transport = None
+    room = conn.output_room()
+    assert room == {"open": conn._soft_limit, "unsent": conn._soft_limit - 100}.get(state, -1)
+
+
 def test_bad_arguments(loop: RecordingLoop) -> None:
     conn, _, _ = _connection(loop)
     c_method = connection_module._cconnection
@@ -321,6 +334,10 @@ def test_bad_arguments(loop: RecordingLoop) -> None:
     with pytest.raises(TypeError):
         conn.turn_answered(b"", b"")  # type: ignore[call-arg]
     with pytest.raises(TypeError):
+        conn.output_room(1)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
         c_method.methods(RespConnection)
+    with pytest.raises(TypeError):
+        c_method.methods((RespConnection,) * 5, [], print)
     with pytest.raises(RuntimeError):  # one connection class, installed at import
-        c_method.methods(*[RespConnection] * 5, print, print, print, print)
+        c_method.methods((RespConnection,) * 5, {}, print)

@@ -22,12 +22,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minidb.protocol import _resp, encode_command
-from minidb.server._connection import Connection
 from minidb.server.resp import _connection as connection_module
 from minidb.server.resp import _executor as executor_module
-from minidb.server.resp._connection import RespConnection
 from minidb.store import MemoryLog, StoreOwner, StoreState, _plainrun, run_plain_python
 from minidb.wal import Put
+from tests.server._connection_twins import python_connection_methods
 from tests.server.test_connection import RecordingLoop
 from tests.server.test_pubsub_hold import _connection
 from tests.store.test_plainrun_twin import _CONNECTION_EXTRAS, NOW_MS, _command
@@ -57,15 +56,20 @@ def _drive(
     piece, each list taken round); (what it wrote, the keyspace, the log, the session's
     statistics and last command), how many requests were served inline, and the
     connection's own counts (whether it made runs, requests taken, in flight) and the owner's
-    statistics. Not
-    ``accelerated``: no C at all; else ``c_data_received`` says which connection methods
-    (``data_received`` and ``turn_answered``)."""
+    statistics. Not ``accelerated``: no C at all; else ``c_data_received`` says which
+    connection methods (``data_received``, ``turn_answered``, ``output_room``)."""
+    if accelerated and c_data_received:
+        return _drive_with(accelerated, pieces, owner_after, idle_at)
+    with python_connection_methods():
+        return _drive_with(accelerated, pieces, owner_after, idle_at)
+
+
+def _drive_with(
+    accelerated: bool, pieces: list[bytes], owner_after: list[bool], idle_at: list[bool]
+) -> tuple[tuple[object, ...], int, tuple[object, ...]]:
+    """``_drive`` with the connection methods as they are installed."""
     scan, run_plain = _resp._scan_raw, executor_module.run_plain
     take_whole = _resp.RespDecoder.take_whole
-    c_methods = RespConnection.data_received, RespConnection.turn_answered
-    if not accelerated or not c_data_received:
-        RespConnection.data_received = RespConnection.data_received_py  # type: ignore[method-assign]
-        RespConnection.turn_answered = Connection.turn_answered  # type: ignore[method-assign]
     if not accelerated:
         _resp._scan_raw = None
         _resp.RespDecoder.take_whole = _resp.RespDecoder.take_whole_py  # type: ignore[method-assign]
@@ -103,7 +107,6 @@ def _drive(
     finally:
         _resp._scan_raw, executor_module.run_plain = scan, run_plain
         _resp.RespDecoder.take_whole = take_whole  # type: ignore[method-assign]
-        RespConnection.data_received, RespConnection.turn_answered = c_methods  # type: ignore[method-assign]
         loop.close()
 
 

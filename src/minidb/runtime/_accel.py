@@ -25,7 +25,8 @@ PURE_PYTHON_ENV = "MINIDB_PURE_PYTHON"
 accelerator is installed."""
 
 __all__ = [
-    "ACCELERATED", "PURE_PYTHON_ENV", "TimerWheel", "io_methods", "poll", "reschedule", "schedule",
+    "ACCELERATED", "PURE_PYTHON_ENV", "TimerWheel", "io_methods", "poll", "reschedule",
+    "run_ready", "schedule",
 ]
 
 Schedule = Callable[..., Any]
@@ -74,9 +75,14 @@ def check_handle_class(cls: type) -> bool:
 poll: Callable[..., None] | None = None
 """``poll(loop, epfd, timeout, fd_to_key, append)``: the C body of ``_poll_epoll`` (Linux)."""
 
-io_methods: Callable[..., tuple[Any, Any]] | None = None
-"""``io_methods(cls, python_read_ready, stock_write)``: C ``_read_ready`` and ``write``
-methods for the socket transport class ``cls``."""
+io_methods: Callable[..., tuple[Any, Any, Any]] | None = None
+"""``io_methods(cls, python_read_ready, stock_write, stock_get_write_buffer_size)``: C
+``_read_ready``, ``write`` and ``get_write_buffer_size`` methods for the socket transport class
+``cls``."""
+
+run_ready: Callable[..., int] | None = None
+"""``run_ready(ready, ntodo, stock_types, callback_failed) -> taken``: the ready loop of
+``_run_once`` in C for the stock handles (it stops at any other)."""
 
 # The C module hard-codes the selector's event bits; a Python whose differ keeps the twins.
 if _cio is not None and (_cio.EVENT_READ, _cio.EVENT_WRITE) == (
@@ -84,3 +90,4 @@ if _cio is not None and (_cio.EVENT_READ, _cio.EVENT_WRITE) == (
 ):
     poll = getattr(_cio, "poll", None)
     io_methods = _cio.io_methods
+    run_ready = _cio.run_ready

@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../_cexceptions.h"
 #include "../_cslots.h"
 
 #include <errno.h>
@@ -49,14 +50,22 @@ static Py_ssize_t transport_offsets[T_FIELDS];
 static PyTypeObject *transport_type;  /* the class whose offsets these are */
 #define FIELD(self, i) (*(PyObject **)((char *)(self) + transport_offsets[i]))
 
-static Py_ssize_t handle_cancelled_offset = -1;  /* asyncio.Handle's _cancelled slot */
+/* asyncio.Handle's slots the poll and run_ready read at their offsets (resolved at import;
+   ``handle_fields_found`` false: a Python whose Handle differs, and run_ready refuses). */
+enum { H_CANCELLED, H_CALLBACK, H_ARGS, H_CONTEXT, H_FIELDS };
+static const char *const handle_fields[H_FIELDS] = {"_cancelled", "_callback", "_args", "_context"};
+static Py_ssize_t handle_offsets[H_FIELDS];
+static int handle_fields_found;
 static PyTypeObject *handle_type;
+#define HANDLE_FIELD(handle, i) (*(PyObject **)((char *)(handle) + handle_offsets[i]))
 
 static PyObject *str_data_received, *str_fatal_error, *str_read_ready_cb, *str_on_eof;
-static PyObject *str_cancelled, *str_remove_reader, *str_remove_writer;
+static PyObject *str_cancelled, *str_remove_reader, *str_remove_writer, *str_popleft,
+    *str_appendleft;
 static PyObject *socket_type;        /* socket.socket */
 static PyObject *python_read_ready;  /* _SocketTransport's Python _read_ready */
 static PyObject *stock_write;        /* selector_events._SelectorSocketTransport.write */
+static PyObject *stock_buffer_size;  /* and its get_write_buffer_size */
 
 static const char READ_ERROR[] = "Fatal read error on socket transport";
 static const char WRITE_ERROR[] = "Fatal write error on socket transport";
@@ -279,6 +288,24 @@ stock:
     return PyObject_CallFunctionObjArgs(stock_write, self, data, NULL);
 }
 
+/* _SocketTransport.get_write_buffer_size: 0 when nothing is buffered, the stock method
+   otherwise. The stock method's buffer is a bytearray (3.11) or a deque of views (3.12 on),
+   and either way an empty one means 0; the express lane asks once per read it runs. */
+static PyObject *
+transport_write_buffer_size(PyObject *self, PyObject *unused)
+{
+    if (PyObject_TypeCheck(self, transport_type) && FIELD(self, T_BUFFER) != NULL) {
+        int held = PyObject_IsTrue(FIELD(self, T_BUFFER));
+        if (held < 0) {
+            return NULL;
+        }
+        if (!held) {
+            return PyLong_FromLong(0);
+        }
+    }
+    return PyObject_CallOneArg(stock_buffer_size, self);
+}
+
 static PyMethodDef read_ready_def = {
     "_read_ready", (PyCFunction)transport_read_ready, METH_NOARGS,
     "The reader callback: recv into a reused buffer, then protocol.data_received (C)."
@@ -289,11 +316,18 @@ static PyMethodDef write_def = {
     "Send bytes at once when nothing is buffered, else as the stock write does (C)."
 };
 
+static PyMethodDef write_buffer_size_def = {
+    "get_write_buffer_size", (PyCFunction)transport_write_buffer_size, METH_NOARGS,
+    "0 when nothing is buffered, else as the stock method counts (C)."
+};
+
 static PyObject *
 cio_io_methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3 || !PyType_Check(args[0])) {
-        PyErr_SetString(PyExc_TypeError, "io_methods(cls, python_read_ready, stock_write)");
+    if (nargs != 4 || !PyType_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "io_methods(cls, python_read_ready, stock_write, "
+                        "stock_get_write_buffer_size)");
         return NULL;
     }
     if (transport_type != NULL) {
@@ -309,17 +343,20 @@ cio_io_methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", cls, transport_fields[found]);
         return NULL;
     }
+    PyObject *read_ready = PyDescr_NewMethod(cls, &read_ready_def);
+    PyObject *write = PyDescr_NewMethod(cls, &write_def);
+    PyObject *buffer_size = PyDescr_NewMethod(cls, &write_buffer_size_def);
+    if (read_ready == NULL || write == NULL || buffer_size == NULL) {
+        Py_XDECREF(read_ready);
+        Py_XDECREF(write);
+        Py_XDECREF(buffer_size);
+        return NULL;
+    }
     transport_type = (PyTypeObject *)Py_NewRef(cls);
     python_read_ready = Py_NewRef(args[1]);
     stock_write = Py_NewRef(args[2]);
-    PyObject *read_ready = PyDescr_NewMethod(cls, &read_ready_def);
-    PyObject *write = PyDescr_NewMethod(cls, &write_def);
-    if (read_ready == NULL || write == NULL) {
-        Py_XDECREF(read_ready);
-        Py_XDECREF(write);
-        return NULL;
-    }
-    return Py_BuildValue("(NN)", read_ready, write);
+    stock_buffer_size = Py_NewRef(args[3]);
+    return Py_BuildValue("(NNN)", read_ready, write, buffer_size);
 }
 
 /* ------------------------------------------------------------------------------------ */
@@ -332,8 +369,8 @@ ready_or_removed(PyObject *loop, PyObject *append, PyObject *handle, PyObject *r
 {
     int cancelled;
     PyObject *flag;
-    if (handle_cancelled_offset >= 0 && PyObject_TypeCheck(handle, handle_type)
-        && (flag = *(PyObject **)((char *)handle + handle_cancelled_offset)) != NULL) {
+    if (handle_fields_found && PyObject_TypeCheck(handle, handle_type)
+        && (flag = HANDLE_FIELD(handle, H_CANCELLED)) != NULL) {
         cancelled = flag == Py_True ? 1 : flag == Py_False ? 0 : PyObject_IsTrue(flag);
     }
     else {
@@ -472,6 +509,118 @@ error:
 }
 #endif
 
+/* ------------------------------------------------------------------------------------ */
+
+/* handle._context.run(handle._callback, *handle._args), as Context.run does it: NULL on
+   an exception, from the callback or from entering or leaving the context. */
+static PyObject *
+run_in_context(PyObject *context, PyObject *callback, PyObject *args)
+{
+    if (PyContext_Enter(context) < 0) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(callback, &PyTuple_GET_ITEM(args, 0),
+                                           PyTuple_GET_SIZE(args), NULL);
+    if (PyContext_Exit(context) < 0) {
+        Py_XDECREF(result);
+        return NULL;
+    }
+    return result;
+}
+
+/* run_ready(ready, ntodo, stock_types, callback_failed) -> how many handles it took.
+   The loop of _run_once that calls the ready callbacks, for the handles of ``stock_types``
+   (whose _run is asyncio's own): each popped, skipped when cancelled, else its callback run
+   in its context; an exception from it goes to ``callback_failed(handle, exc)``, except
+   SystemExit and KeyboardInterrupt, which propagate (what is left stays queued). At the
+   first handle of another kind, or with a context or arguments of another shape, it puts
+   the handle back and returns: the Python loop goes on from there. */
+static PyObject *
+cio_run_ready(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyTuple_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "run_ready(ready, ntodo, stock_types, callback_failed)");
+        return NULL;
+    }
+    if (!handle_fields_found) {
+        PyErr_SetString(PyExc_RuntimeError, "run_ready(): asyncio.Handle has other slots");
+        return NULL;
+    }
+    Py_ssize_t ntodo = PyLong_AsSsize_t(args[1]);
+    if (ntodo == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *ready = args[0], *stock = args[2], *callback_failed = args[3];
+    PyObject *popleft = PyObject_GetAttr(ready, str_popleft);
+    if (popleft == NULL) {
+        return NULL;
+    }
+    Py_ssize_t done = 0;
+    for (; done < ntodo; done++) {
+        PyObject *handle = PyObject_CallNoArgs(popleft);
+        if (handle == NULL) {
+            goto error;
+        }
+        int plain = 0;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(stock); k++) {
+            plain |= (PyObject *)Py_TYPE(handle) == PyTuple_GET_ITEM(stock, k);
+        }
+        PyObject *cancelled = plain ? HANDLE_FIELD(handle, H_CANCELLED) : NULL;
+        int skip = cancelled == NULL ? 0 : cancelled == Py_True ? 1 : cancelled == Py_False ? 0
+                                                                      : PyObject_IsTrue(cancelled);
+        if (skip != 0) {  /* (a cancelled handle's callback and arguments are None) */
+            Py_DECREF(handle);
+            if (skip < 0) {
+                goto error;
+            }
+            continue;
+        }
+        PyObject *context = plain ? HANDLE_FIELD(handle, H_CONTEXT) : NULL;
+        PyObject *callback = plain ? HANDLE_FIELD(handle, H_CALLBACK) : NULL;
+        PyObject *call_args = plain ? HANDLE_FIELD(handle, H_ARGS) : NULL;
+        if (cancelled == NULL || context == NULL || callback == NULL || call_args == NULL
+            || !PyContext_CheckExact(context) || !PyTuple_CheckExact(call_args)) {
+            /* Not ours to run: back at the head, for the Python loop. */
+            PyObject *back = PyObject_CallMethodOneArg(ready, str_appendleft, handle);
+            Py_DECREF(handle);
+            if (back == NULL) {
+                goto error;
+            }
+            Py_DECREF(back);
+            break;
+        }
+        Py_INCREF(context);
+        Py_INCREF(callback);
+        Py_INCREF(call_args);
+        PyObject *result = run_in_context(context, callback, call_args);
+        Py_DECREF(context);
+        Py_DECREF(callback);
+        Py_DECREF(call_args);
+        if (result == NULL) {
+            if (PyErr_ExceptionMatches(PyExc_SystemExit)
+                || PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+                Py_DECREF(handle);
+                goto error;
+            }
+            PyObject *exc = take_exception();
+            result = PyObject_CallFunctionObjArgs(callback_failed, handle, exc, NULL);
+            Py_XDECREF(exc);
+            if (result == NULL) {
+                Py_DECREF(handle);
+                goto error;
+            }
+        }
+        Py_DECREF(result);
+        Py_DECREF(handle);
+    }
+    Py_DECREF(popleft);
+    return PyLong_FromSsize_t(done);
+error:
+    Py_DECREF(popleft);
+    return NULL;
+}
+
 static PyMethodDef module_methods[] = {
 #ifdef __linux__
     {"poll", (PyCFunction)(void (*)(void))cio_poll, METH_FASTCALL,
@@ -480,9 +629,14 @@ static PyMethodDef module_methods[] = {
      "writer appended (or, cancelled, removed through loop._remove_reader/_remove_writer)."},
 #endif
     {"io_methods", (PyCFunction)(void (*)(void))cio_io_methods, METH_FASTCALL,
-     "io_methods(cls, python_read_ready, stock_write) -> (_read_ready, write)\n\n"
+     "io_methods(cls, python_read_ready, stock_write, stock_get_write_buffer_size)\n"
+     "-> (_read_ready, write, get_write_buffer_size)\n\n"
      "C methods for the socket transport class cls; each hands what it does not do itself\n"
      "to the Python function given."},
+    {"run_ready", (PyCFunction)(void (*)(void))cio_run_ready, METH_FASTCALL,
+     "run_ready(ready, ntodo, stock_types, callback_failed) -> how many handles it took\n\n"
+     "The ready loop of WheelEventLoop._run_once for handles of stock_types; it stops at\n"
+     "any other, for the Python loop to go on."},
     {NULL, NULL, 0, NULL}
 };
 
@@ -511,6 +665,8 @@ PyInit__cio(void)
     INTERN(str_cancelled, "_cancelled");
     INTERN(str_remove_reader, "_remove_reader");
     INTERN(str_remove_writer, "_remove_writer");
+    INTERN(str_popleft, "popleft");
+    INTERN(str_appendleft, "appendleft");
     /* asyncio's Handle keeps _cancelled in a slot: the poll reads it at its offset. */
     PyObject *events = PyImport_ImportModule("asyncio.events");
     if (events == NULL) {
@@ -522,7 +678,11 @@ PyInit__cio(void)
         goto error;
     }
     if (PyType_Check(handle_type)) {
-        handle_cancelled_offset = member_offset(handle_type, str_cancelled);
+        int found = member_offsets(handle_type, handle_fields, H_FIELDS, handle_offsets);
+        if (found < 0) {
+            goto error;
+        }
+        handle_fields_found = found == H_FIELDS;
     }
     PyObject *socket_module = PyImport_ImportModule("socket");
     if (socket_module == NULL) {

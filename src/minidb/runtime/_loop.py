@@ -262,18 +262,27 @@ class _SocketTransport(selector_events._SelectorSocketTransport):  # type: ignor
     # what the C methods hand the cases they do not take themselves.
     _read_ready_py = _read_ready
     _write_py = selector_events._SelectorSocketTransport.write  # type: ignore[attr-defined]
+    _get_write_buffer_size_py = (
+        selector_events._SelectorSocketTransport.get_write_buffer_size  # type: ignore[attr-defined]
+    )
 
 
 if _accel.io_methods is not None:
-    # The C read (into one reused buffer) and write (sent at once when nothing is buffered).
-    _read_ready_c, _write_c = _accel.io_methods(
-        _SocketTransport, _SocketTransport._read_ready_py, _SocketTransport._write_py
+    # The C read (into one reused buffer), write (sent at once when nothing is buffered) and
+    # buffer size (0 at once when nothing is).
+    _read_ready_c, _write_c, _get_write_buffer_size_c = _accel.io_methods(
+        _SocketTransport, _SocketTransport._read_ready_py, _SocketTransport._write_py,
+        _SocketTransport._get_write_buffer_size_py,
     )
     _SocketTransport._read_ready = _read_ready_c  # type: ignore[method-assign]
     _SocketTransport.write = _write_c
+    _SocketTransport.get_write_buffer_size = _get_write_buffer_size_c
 
 _C_POLL: Callable[..., None] | None = _accel.poll
 """``_cio.poll``, the C body of ``_poll_epoll``, when the loop uses the accelerator."""
+_C_RUN_READY: Callable[..., int] | None = _accel.run_ready
+"""``_cio.run_ready``, the C loop over the ready stock handles of ``_run_once``."""
+_STOCK_RUN_TYPES = tuple(_STOCK_RUN)
 
 
 class WheelEventLoop(asyncio.SelectorEventLoop):
@@ -591,6 +600,10 @@ class WheelEventLoop(asyncio.SelectorEventLoop):
         # This is the only place where callbacks are actually *called*. Callbacks scheduled by
         # the callbacks run now wait for the next turn (after another I/O poll).
         ntodo = len(ready)
+        if _C_RUN_READY is not None and ntodo and not self._debug:
+            # The loop below for the stock handles, in C (it stops at any other; debug mode,
+            # read once per turn here, keeps the Python loop's timing of each callback).
+            ntodo -= _C_RUN_READY(ready, ntodo, _STOCK_RUN_TYPES, self._callback_failed)
         for _ in range(ntodo):
             handle = ready.popleft()
             if handle._cancelled:

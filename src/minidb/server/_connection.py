@@ -131,11 +131,13 @@ class Connection(asyncio.Protocol):
     """Serves one client: flow control, batching to the owner, ordered replies, timers."""
 
     __slots__ = (
-        "__dict__", "__weakref__", "_backlog", "_closed", "_deferred", "_draining", "_idle_from",
-        "_in_turn", "_loop", "_output_paused", "_pending", "_transport", "requests",
+        "__dict__", "__weakref__", "_backlog", "_closed", "_cut", "_deferred", "_draining",
+        "_idle_from", "_in_turn", "_loop", "_output_paused", "_pending", "_soft_limit",
+        "_transport", "requests",
     )  # fmt: skip
-    # The fields the RESP connection's C data_received reads and sets at their offsets
-    # (``server.resp._cconnection``), once per read; the others live in the instance dict.
+    # The fields the RESP connection's C data_received, turn_answered and output_room read
+    # and set at their offsets (``server.resp._cconnection``), once per read; the others
+    # live in the instance dict.
 
     busy_reply: ClassVar[bytes]
     """The wire form of ``ERR busy`` (timed out, or shed after waiting for room)."""

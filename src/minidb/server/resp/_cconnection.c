@@ -1,5 +1,8 @@
 /* RespConnection.data_received in C: the express lane's gate, its C call and the bookkeeping
- * of its two common outcomes, reading the connection's hot state at slot offsets.
+ * of its two common outcomes, reading the connection's hot state at slot offsets; and the
+ * two methods that run once per request beside it at -P 1, turn_answered (the loop turn's
+ * replies written) and output_room (asked by the lane's run), each the twin of its Python
+ * method in server/_connection.py.
  *
  * The Python method (``RespConnection.data_received`` in _connection.py, kept as
  * ``data_received_py``) is the reference; this is its twin, line for line:
@@ -25,18 +28,19 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "../../_cexceptions.h"
 #include "../../_cslots.h"
 
 /* The slots read or set, per class, by offset in its instances (resolved once). */
 enum {
     C_PENDING, C_DEFERRED, C_BACKLOG, C_DRAINING, C_CLOSED, C_IN_TURN, C_IDLE_FROM, C_LOOP,
-    C_REQUESTS, C_TRANSPORT, C_OUTPUT_PAUSED, C_REQUESTS_DECODER, C_SESSION, C_OWNER,
-    C_EXECUTOR, C_HEAD, C_UNIX_TIME, C_SIDE, C_FIELDS
+    C_REQUESTS, C_TRANSPORT, C_OUTPUT_PAUSED, C_CUT, C_SOFT_LIMIT, C_REQUESTS_DECODER,
+    C_SESSION, C_OWNER, C_EXECUTOR, C_HEAD, C_UNIX_TIME, C_SIDE, C_FIELDS
 };
 static const char *const connection_fields[C_FIELDS] = {
     "_pending", "_deferred", "_backlog", "_draining", "_closed", "_in_turn", "_idle_from",
-    "_loop", "requests", "_transport", "_output_paused", "requests_decoder", "session",
-    "_owner", "_executor", "_express_head", "_unix_time", "side",
+    "_loop", "requests", "_transport", "_output_paused", "_cut", "_soft_limit",
+    "requests_decoder", "session", "_owner", "_executor", "_express_head", "_unix_time", "side",
 };
 enum { R_CLOSING, R_HELD, R_DECODER, R_RUNS, R_FIELDS };
 static const char *const requests_fields[R_FIELDS] = {"closing", "held", "decoder", "runs"};
@@ -74,10 +78,10 @@ static Layout layouts[LAYOUTS] = {
     {NULL, mailbox_fields, M_FIELDS, {0}},
 };
 
-static PyObject *python_data_received;      /* RespConnection's Python method: the reference */
-static PyObject *connection_data_received;  /* Connection.data_received: the general way */
-static PyObject *express_function;          /* store.express, lent to take_whole */
-static PyObject *python_turn_answered;      /* Connection.turn_answered: the reference */
+/* The Python methods the C ones replace (the reference, and the way for what C does not
+ * take), Connection.data_received (the general way) and store.express (lent to take_whole). */
+static PyObject *python_data_received, *python_turn_answered, *python_output_room;
+static PyObject *connection_data_received, *express_function;
 
 static PyObject *str_take_whole, *str_express_taken, *str_time, *str_write, *str_fail,
     *str_data_received, *str_turn_answered, *str_open_turn, *str_get_write_buffer_size, *str_hard_limit,
@@ -368,18 +372,7 @@ contain(PyObject *self, PyObject *where)
     if (!PyErr_ExceptionMatches(PyExc_Exception)) {
         return NULL;
     }
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc = PyErr_GetRaisedException();
-#else
-    PyObject *type, *exc, *tb;
-    PyErr_Fetch(&type, &exc, &tb);
-    PyErr_NormalizeException(&type, &exc, &tb);
-    if (tb != NULL && exc != NULL) {
-        PyException_SetTraceback(exc, tb);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(tb);
-#endif
+    PyObject *exc = take_exception();
     PyObject *args[3] = {self, where, exc};
     PyObject *r = PyObject_VectorcallMethod(str_fail, args, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                             NULL);
@@ -512,65 +505,119 @@ static PyMethodDef turn_answered_def = {
     "Connection.turn_answered in C: the turn's replies written, reading the connection's slots."
 };
 
-/* methods(connection_cls, requests_cls, session_cls, owner_cls, mailbox_cls,
- *         python_data_received, connection_data_received, express, python_turn_answered)
- * -> (data_received, turn_answered) in C for connection_cls (RespConnection). */
+/* Connection.output_room in C (the Python method is the reference): bytes of replies the
+ * owner may still build for this connection, its soft output limit less what is unsent;
+ * -1 once it is cut or closed. The express lane asks it once per read it runs. */
+static PyObject *
+output_room(PyObject *self, PyObject *unused)
+{
+    if (!complete(L_CONNECTION, self)) {
+        return PyObject_CallOneArg(python_output_room, self);
+    }
+    PyObject *transport = CONN(C_TRANSPORT);
+    int cut = PyObject_IsTrue(CONN(C_CUT));
+    int closed = cut != 0 ? cut : PyObject_IsTrue(CONN(C_CLOSED));
+    if (cut < 0 || closed < 0) {
+        return NULL;
+    }
+    if (cut || closed || transport == Py_None) {
+        return PyLong_FromLong(-1);
+    }
+    Py_INCREF(self);
+    PyObject *unsent = call_method0(transport, str_get_write_buffer_size);
+    PyObject *limit = unsent == NULL ? NULL : field(L_CONNECTION, self, C_SOFT_LIMIT);
+    PyObject *room = limit == NULL ? NULL : PyNumber_Subtract(limit, unsent);
+    Py_XDECREF(unsent);
+    Py_DECREF(self);
+    return room;
+}
+
+static PyMethodDef output_room_def = {
+    "output_room", output_room, METH_NOARGS,
+    "Connection.output_room in C: the room for replies, reading the connection's slots."
+};
+
+/* methods((connection_cls, requests_cls, session_cls, owner_cls, mailbox_cls), python, express)
+ * -> {name: C method} for connection_cls (RespConnection): data_received, turn_answered and
+ * output_room. ``python`` names the Python methods they replace (the same three) and
+ * ``general_data_received`` (Connection.data_received). */
 static PyObject *
 methods(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 9) {
+    if (nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != LAYOUTS
+        || !PyDict_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError,
-                        "methods(connection_cls, requests_cls, session_cls, owner_cls, "
-                        "mailbox_cls, python_data_received, connection_data_received, express, "
-                        "python_turn_answered)");
+                        "methods((connection_cls, requests_cls, session_cls, owner_cls, "
+                        "mailbox_cls), python_methods, express)");
         return NULL;
     }
     if (layouts[L_CONNECTION].type != NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "methods() serves one connection class");
+        PyErr_SetString(PyExc_RuntimeError, "methods() serves one connection class");
         return NULL;
     }
+    PyObject *const *classes = &PyTuple_GET_ITEM(args[0], 0);
     for (int l = 0; l < LAYOUTS; l++) {
-        if (!PyType_Check(args[l])) {
-            PyErr_Format(PyExc_TypeError, "%R is not a class", args[l]);
+        if (!PyType_Check(classes[l])) {
+            PyErr_Format(PyExc_TypeError, "%R is not a class", classes[l]);
             return NULL;
         }
-    }
-    for (int l = 0; l < LAYOUTS; l++) {
         Layout *layout = &layouts[l];
-        int found = member_offsets((PyTypeObject *)args[l], layout->names, layout->n,
+        int found = member_offsets((PyTypeObject *)classes[l], layout->names, layout->n,
                                    layout->offsets);
         if (found < 0) {
             return NULL;
         }
         if (found < layout->n) {
-            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", args[l],
+            PyErr_Format(PyExc_TypeError, "%R has no plain slot %s", classes[l],
                          layout->names[found]);
             return NULL;
         }
     }
-    for (int l = 0; l < LAYOUTS; l++) {
-        layouts[l].type = (PyTypeObject *)Py_NewRef(args[l]);
+    struct {
+        PyObject **slot;
+        const char *name;
+    } python[] = {
+        {&python_data_received, "data_received"}, {&python_turn_answered, "turn_answered"},
+        {&python_output_room, "output_room"}, {&connection_data_received, "general_data_received"},
+    };
+    PyObject *found[4];
+    for (size_t i = 0; i < 4; i++) {
+        found[i] = PyDict_GetItemString(args[1], python[i].name);
+        if (found[i] == NULL || !PyCallable_Check(found[i])) {
+            PyErr_Format(PyExc_TypeError, "methods() needs the Python %s", python[i].name);
+            return NULL;
+        }
     }
-    python_data_received = Py_NewRef(args[5]);
-    connection_data_received = Py_NewRef(args[6]);
-    express_function = Py_NewRef(args[7]);
-    python_turn_answered = Py_NewRef(args[8]);
-    PyObject *received = PyDescr_NewMethod(layouts[L_CONNECTION].type, &data_received_def);
-    PyObject *answered = PyDescr_NewMethod(layouts[L_CONNECTION].type, &turn_answered_def);
-    if (received == NULL || answered == NULL) {
-        Py_XDECREF(received);
-        Py_XDECREF(answered);
+    PyTypeObject *tp = (PyTypeObject *)classes[L_CONNECTION];
+    PyMethodDef *defs[] = {&data_received_def, &turn_answered_def, &output_room_def};
+    PyObject *made = PyDict_New();
+    for (size_t i = 0; made != NULL && i < sizeof(defs) / sizeof(defs[0]); i++) {
+        PyObject *method = PyDescr_NewMethod(tp, defs[i]);
+        if (method == NULL || PyDict_SetItemString(made, defs[i]->ml_name, method) < 0) {
+            Py_XDECREF(method);
+            Py_CLEAR(made);
+            break;
+        }
+        Py_DECREF(method);
+    }
+    if (made == NULL) {
         return NULL;
     }
-    return Py_BuildValue("(NN)", received, answered);
+    for (int l = 0; l < LAYOUTS; l++) {
+        layouts[l].type = (PyTypeObject *)Py_NewRef(classes[l]);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        *python[i].slot = Py_NewRef(found[i]);
+    }
+    express_function = Py_NewRef(args[2]);
+    return made;
 }
 
 static PyMethodDef module_methods[] = {
     {"methods", (PyCFunction)(void (*)(void))methods, METH_FASTCALL,
-     "methods(connection_cls, requests_cls, session_cls, owner_cls, mailbox_cls, "
-     "python_data_received, connection_data_received, express, python_turn_answered): "
-     "RespConnection's C data_received and turn_answered."},
+     "methods((connection_cls, requests_cls, session_cls, owner_cls, mailbox_cls), "
+     "python_methods, express) -> {name: method}: RespConnection's C data_received, "
+     "turn_answered and output_room."},
     {NULL, NULL, 0, NULL},
 };
 

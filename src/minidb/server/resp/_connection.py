@@ -599,16 +599,22 @@ def _address(peer: object) -> str:
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or "")
 
 
+PYTHON_TWINS: dict[str, Callable[..., Any]] = {
+    "data_received": RespConnection.data_received_py,
+    "turn_answered": Connection.turn_answered,
+    "output_room": Connection.output_room,
+}
+"""The Python methods of ``RespConnection`` that ``_cconnection`` replaces: the reference (the
+twin tests put them back), and what the C methods hand a subclass or an unset field."""
+
 _cconnection = load("minidb.server.resp._cconnection")
 if _cconnection is not None:
-    # data_received and turn_answered in C: the express lane's gate and bookkeeping, and
-    # the turn's replies, read the connection's, its session's and its owner's slots at
-    # their offsets, once per read. The Python methods stay: the reference, and the way
-    # for a subclass or an unset field.
-    RespConnection.data_received, RespConnection.turn_answered = (  # type: ignore[method-assign]
-        _cconnection.methods(
-            RespConnection, RespRequests, RespSession, StoreOwner, Mailbox,
-            RespConnection.data_received_py, Connection.data_received, express,
-            Connection.turn_answered,
-        )
-    )  # fmt: skip
+    # In C: the express lane's gate and bookkeeping, the turn's replies and the output room
+    # read the connection's, its session's and its owner's slots at their offsets, once per
+    # read (see _cconnection.c).
+    for _name, _method in _cconnection.methods(
+        (RespConnection, RespRequests, RespSession, StoreOwner, Mailbox),
+        {**PYTHON_TWINS, "general_data_received": Connection.data_received},
+        express,
+    ).items():
+        setattr(RespConnection, _name, _method)
