@@ -82,6 +82,7 @@ static Layout layouts[LAYOUTS] = {
  * take), Connection.data_received (the general way) and store.express (lent to take_whole). */
 static PyObject *python_data_received, *python_turn_answered, *python_output_room;
 static PyObject *connection_data_received, *express_function;
+static PyTypeObject *deque_type;  /* collections.deque: the connection's queues */
 
 static PyObject *str_take_whole, *str_express_taken, *str_time, *str_write, *str_fail,
     *str_data_received, *str_turn_answered, *str_open_turn, *str_get_write_buffer_size, *str_hard_limit,
@@ -104,6 +105,26 @@ complete(int l, PyObject *obj)
         }
     }
     return 1;
+}
+
+/* The truth of a field whose type's truth runs no Python code (a bool, None, an int, a list,
+ * a deque), or -1 for any other (then the Python method decides, before anything is done). */
+static int
+plain_truth(PyObject *value)
+{
+    if (value == Py_True) {
+        return 1;
+    }
+    if (value == Py_False || value == Py_None) {
+        return 0;
+    }
+    if (PyList_CheckExact(value)) {
+        return PyList_GET_SIZE(value) != 0;
+    }
+    if (PyLong_CheckExact(value) || Py_IS_TYPE(value, deque_type)) {
+        return PyObject_IsTrue(value);  /* (a C length or sign; it cannot fail) */
+    }
+    return -1;
 }
 
 /* The slot ``i`` of ``obj`` (borrowed), or NULL with the AttributeError Python would raise:
@@ -285,15 +306,11 @@ common_outcome(PyObject *self, PyObject *session, PyObject *requests, PyObject *
 /* Steps 2 and 3 (the connection, its decoder, session and owner checked complete). */
 static int
 take(PyObject *self, PyObject *data, PyObject *requests, PyObject *session, PyObject *owner,
-     int idle)
+     int idle, int no_turn)
 {
     PyObject *head = CONN(C_HEAD);
     if (!PyTuple_CheckExact(head)) {
         PyErr_SetString(PyExc_TypeError, "the express lane's head is not a tuple");
-        return -1;
-    }
-    int no_turn = PyObject_Not(SLOT(L_OWNER, owner, O_TURN));
-    if (no_turn < 0) {
         return -1;
     }
     PyObject *turn = idle ? SLOT(L_OWNER, owner, O_TURN_JOURNAL) : Py_None;
@@ -398,51 +415,39 @@ data_received(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         || !complete(L_MAILBOX, SLOT(L_OWNER, owner, O_MAILBOX))) {
         return in_python(python_data_received, self, data);
     }
-    /* The gate: each a truth test, as the Python's ``or`` chain (pointer compares for the
-     * booleans, a length for the deques and the list). */
-    static const int busy[] = {C_PENDING, C_DEFERRED, C_BACKLOG, C_DRAINING, C_CLOSED,
-                               C_IN_TURN};
-    int open = 1;
-    for (size_t i = 0; open && i < sizeof(busy) / sizeof(busy[0]); i++) {
-        int is = PyObject_IsTrue(CONN(busy[i]));
+    /* The gate, as the Python's ``or`` chain (with plain_ready()'s four fields), then
+     * ``idle = owner.waiting and not owner.mailbox.queued`` and whether a turn is open: truth
+     * tests that run no Python code (see plain_truth), so no field moves under them. */
+    PyObject *gate[] = {
+        CONN(C_PENDING), CONN(C_DEFERRED), CONN(C_BACKLOG), CONN(C_DRAINING), CONN(C_CLOSED),
+        CONN(C_IN_TURN), SLOT(L_REQUESTS, requests, R_CLOSING),
+        SLOT(L_REQUESTS, requests, R_HELD), SLOT(L_SESSION, session, S_CLOSING),
+        SLOT(L_SESSION, session, S_RESTRICTED),
+    };
+    int busy = 0;
+    for (size_t i = 0; i < sizeof(gate) / sizeof(gate[0]); i++) {
+        int is = plain_truth(gate[i]);
         if (is < 0) {
-            return NULL;
+            return in_python(python_data_received, self, data);
         }
-        open = !is;
+        busy |= is;
     }
-    /* requests.closing or requests.held or not session.plain_ready(): its four fields */
-    PyObject *checks[] = {SLOT(L_REQUESTS, requests, R_CLOSING),
-                          SLOT(L_REQUESTS, requests, R_HELD),
-                          SLOT(L_SESSION, session, S_CLOSING),
-                          SLOT(L_SESSION, session, S_RESTRICTED)};
-    for (size_t i = 0; open && i < sizeof(checks) / sizeof(checks[0]); i++) {
-        int is = PyObject_IsTrue(checks[i]);
-        if (is < 0) {
-            return NULL;
-        }
-        open = !is;
+    int authenticated = plain_truth(SLOT(L_SESSION, session, S_AUTHENTICATED));
+    int waiting = plain_truth(SLOT(L_OWNER, owner, O_WAITING));
+    int queued = plain_truth(SLOT(L_MAILBOX, SLOT(L_OWNER, owner, O_MAILBOX), M_QUEUED));
+    int turn_open = plain_truth(SLOT(L_OWNER, owner, O_TURN));
+    if (authenticated < 0 || waiting < 0 || queued < 0 || turn_open < 0) {
+        return in_python(python_data_received, self, data);
     }
-    if (open) {
-        int authenticated = PyObject_IsTrue(SLOT(L_SESSION, session, S_AUTHENTICATED));
-        if (authenticated < 0) {
-            return NULL;
-        }
-        open = authenticated && SLOT(L_SESSION, session, S_QUEUE) == Py_None;
-    }
-    if (!open) {
+    if (busy || !authenticated || SLOT(L_SESSION, session, S_QUEUE) != Py_None) {
         return in_python(connection_data_received, self, data);
     }
-    /* idle = owner.waiting and not owner.mailbox.queued */
-    int idle = PyObject_IsTrue(SLOT(L_OWNER, owner, O_WAITING));
-    if (idle > 0) {
-        int queued = PyObject_IsTrue(SLOT(L_MAILBOX, SLOT(L_OWNER, owner, O_MAILBOX), M_QUEUED));
-        idle = queued < 0 ? -1 : !queued;
-    }
+    int idle = waiting && !queued;
     Py_INCREF(self);
     Py_INCREF(requests);
     Py_INCREF(session);
     Py_INCREF(owner);
-    int result = idle < 0 ? -1 : take(self, data, requests, session, owner, idle);
+    int result = take(self, data, requests, session, owner, idle, !turn_open);
     PyObject *r = result < 0 ? contain(self, str_data_received) : Py_NewRef(Py_None);
     Py_DECREF(owner);
     Py_DECREF(session);
@@ -474,8 +479,8 @@ turn_answered(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_INCREF(self);
     int result = 0;
     int closed = PyObject_IsTrue(CONN(C_CLOSED));
-    PyObject *transport = CONN(C_TRANSPORT);
-    if (closed < 0) {
+    PyObject *transport = closed < 0 ? NULL : field(L_CONNECTION, self, C_TRANSPORT);
+    if (transport == NULL) {
         result = -1;
     }
     else if (!closed && transport != Py_None) {
@@ -514,20 +519,25 @@ output_room(PyObject *self, PyObject *unused)
     if (!complete(L_CONNECTION, self)) {
         return PyObject_CallOneArg(python_output_room, self);
     }
-    PyObject *transport = CONN(C_TRANSPORT);
     int cut = PyObject_IsTrue(CONN(C_CUT));
     int closed = cut != 0 ? cut : PyObject_IsTrue(CONN(C_CLOSED));
     if (cut < 0 || closed < 0) {
+        return NULL;
+    }
+    PyObject *transport = field(L_CONNECTION, self, C_TRANSPORT);
+    if (transport == NULL) {
         return NULL;
     }
     if (cut || closed || transport == Py_None) {
         return PyLong_FromLong(-1);
     }
     Py_INCREF(self);
+    Py_INCREF(transport);
     PyObject *unsent = call_method0(transport, str_get_write_buffer_size);
     PyObject *limit = unsent == NULL ? NULL : field(L_CONNECTION, self, C_SOFT_LIMIT);
     PyObject *room = limit == NULL ? NULL : PyNumber_Subtract(limit, unsent);
     Py_XDECREF(unsent);
+    Py_DECREF(transport);
     Py_DECREF(self);
     return room;
 }
@@ -641,6 +651,21 @@ module_exec(PyObject *m)
                 return -1;
             }
         }
+    }
+    if (deque_type == NULL) {
+        PyObject *collections = PyImport_ImportModule("collections");
+        PyObject *deque = collections == NULL ? NULL
+                                              : PyObject_GetAttrString(collections, "deque");
+        Py_XDECREF(collections);
+        if (deque == NULL) {
+            return -1;
+        }
+        if (!PyType_Check(deque)) {
+            Py_DECREF(deque);
+            PyErr_SetString(PyExc_TypeError, "collections.deque is not a class");
+            return -1;
+        }
+        deque_type = (PyTypeObject *)deque;
     }
     return 0;
 }
