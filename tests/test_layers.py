@@ -18,7 +18,8 @@ ALLOWED = {
     "objstore": {"errors", "runtime"},
     "replication": {"errors", "_failpoints", "wal", "objstore", "runtime", "store"},
     "server": {
-        "errors", "_failpoints", "protocol", "wal", "store", "runtime", "objstore", "replication",
+        "errors", "_failpoints", "_accelerators", "protocol", "wal", "store", "runtime",
+        "objstore", "replication",
     },
     "client": {"errors", "protocol", "runtime"},
     "batch": {"errors", "_accelerators", "protocol", "client", "runtime", "objstore"},

@@ -180,6 +180,16 @@ def test_each_gate_closes_the_lane(
     assert asked == [GET]
 
 
+@pytest.mark.parametrize("start", [2**63 - 1, 2**70, -5])
+def test_counters_past_a_machine_word(loop: RecordingLoop, twin: str, start: int) -> None:
+    """The counters are Python ints: past a C long long they go on counting."""
+    owner, _ = _idle_owner(loop)
+    conn, transport, _ = _connection(loop, owner)
+    conn.requests = owner.inline = start
+    conn.data_received(GET)
+    assert transport.writes == [b"$1\r\nv\r\n"] and conn.requests == owner.inline == start + 1
+
+
 def test_a_subclass_goes_to_the_python_method(loop: RecordingLoop, twin: str) -> None:
     """The exact class's common outcomes are done in C (no ``_express_taken``, see above); a
     subclass gets the Python method, which always calls it; the replies are the same."""

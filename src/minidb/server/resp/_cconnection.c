@@ -28,6 +28,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <limits.h>
+
 #include "../../_cexceptions.h"
 #include "../../_cslots.h"
 
@@ -151,17 +153,25 @@ set_slot(int l, PyObject *obj, int i, PyObject *value)
     return 0;
 }
 
-/* ``obj.field += by`` for an int slot. */
+/* ``obj.field += by`` for an int slot (a counter, ``by`` >= 0: an exact int in range is
+ * added in C, anything else by ``+``). */
 static int
 add_to_slot(int l, PyObject *obj, int i, Py_ssize_t by)
 {
-    PyObject *by_obj = PyLong_FromSsize_t(by);
-    if (by_obj == NULL) {
+    PyObject *now = field(l, obj, i);
+    if (now == NULL) {
         return -1;
     }
-    PyObject *now = field(l, obj, i);
-    PyObject *sum = now == NULL ? NULL : PyNumber_Add(now, by_obj);
-    Py_DECREF(by_obj);
+    if (PyLong_CheckExact(now)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(now, &overflow);
+        if (!overflow && by >= 0 && value <= LLONG_MAX - by) {
+            return set_slot(l, obj, i, PyLong_FromLongLong(value + by));
+        }
+    }
+    PyObject *by_obj = PyLong_FromSsize_t(by);
+    PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(now, by_obj);
+    Py_XDECREF(by_obj);
     return set_slot(l, obj, i, sum);
 }
 
@@ -269,8 +279,20 @@ common_outcome(PyObject *self, PyObject *session, PyObject *requests, PyObject *
     if (bucket == NULL || protocol == NULL || side == NULL || executor == NULL) {
         return -1;
     }
-    PyObject *request = Py_BuildValue("(OOOOnn)", commands, bucket, protocol, side, served,
-                                      turned);
+    /* (commands, bucket, protocol, side, served, turned): a TurnRun */
+    PyObject *request = PyTuple_New(6);
+    PyObject *served_obj = PyLong_FromSsize_t(served), *turned_obj = PyLong_FromSsize_t(turned);
+    if (request == NULL || served_obj == NULL || turned_obj == NULL) {
+        Py_XDECREF(request);
+        Py_XDECREF(served_obj);
+        Py_XDECREF(turned_obj);
+        return -1;
+    }
+    PyObject *items[6] = {Py_NewRef(commands), Py_NewRef(bucket), Py_NewRef(protocol),
+                          Py_NewRef(side), served_obj, turned_obj};
+    for (int k = 0; k < 6; k++) {
+        PyTuple_SET_ITEM(request, k, items[k]);
+    }
     PyObject *entry = request == NULL ? NULL
         : PyTuple_Pack(4, self, executor, request, turn_replies);
     Py_XDECREF(request);
