@@ -56,6 +56,7 @@ setup(
         Extension(
             "minidb.store._cplain",
             ["src/minidb/store/_cplain.c"],
+            depends=["src/minidb/_cslots.h"],  # the keyspace's slots read at their offsets
             extra_compile_args=_FLAGS,
             optional=True,
         ),

@@ -245,6 +245,56 @@ def test_c_run_hands_an_open_group_to_python() -> None:
     assert sides[0] == sides[1]
 
 
+class _OneByteValues(Keyspace):
+    """A keyspace whose max_value_bytes is no slot but a property: 1."""
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def max_value_bytes(self) -> int:
+        return 1
+
+    @max_value_bytes.setter
+    def max_value_bytes(self, _: int) -> None:
+        pass
+
+
+def _set_reply(run: object, ks: Keyspace) -> bytes:
+    """A SET of two bytes over a key that holds one (the C run's case), run by ``run``."""
+    journal = OpJournal()
+    ks.put(b"0", b"a", b"1", None, journal)
+    journal.close_group()
+    session = Session()
+    executor = RespExecutor()
+
+    def fallback(argv: list[bytes]) -> bytes:
+        return executor._command(ks, session, argv, journal, NOW_MS)
+
+    _, replies, _ = run(  # type: ignore[operator]
+        ks, journal, [[b"SET", b"a", b"vv"]], 0, b"0", 2, NOW_MS, 1 << 40, 1 << 40, {},
+        fallback,
+    )  # fmt: skip
+    return replies  # type: ignore[no-any-return]
+
+
+@needs_c
+def test_c_run_reads_slots_at_their_offsets_only_where_they_are_slots(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The C run reads the keyspace's fields at their slots' offsets for the class it resolved
+    them on, while that class is unchanged; a subclass that makes a field a property, or the
+    class changed since, is read by attribute as Python reads it (here a max_value_bytes of 1
+    refuses a SET of two bytes, which the slot's 1000 would let through)."""
+    c_run = _plainrun._c.run  # type: ignore[union-attr]
+    for ks_class, refused in ((Keyspace, False), (_OneByteValues, True), (Keyspace, False)):
+        replies = {run: _set_reply(run, ks_class(now_ms=NOW_MS)) for run in (c_run, run_plain_python)}
+        assert replies[c_run] == replies[run_plain_python], ks_class
+        assert replies[c_run].startswith(b"-") == refused, (ks_class, replies)
+    ks = Keyspace(now_ms=NOW_MS)  # made with the slot, then the class changes under it
+    monkeypatch.setattr(Keyspace, "max_value_bytes", property(lambda self: 1), raising=True)
+    assert _set_reply(c_run, ks).startswith(b"-ERR"), "a stale offset read the old slot"
+
+
 # -- through a connection: decoder, session, runs ------------------------------------------
 
 

@@ -34,6 +34,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "../_cslots.h"
+
 #define MAX_KEY_BYTES (64 * 1024)
 
 /* Bound once by ``bind``: the named tuples the journal holds and the keyspace's record type. */
@@ -41,8 +43,11 @@ static PyObject *KeyUndo, *PutOp, *RemoveOp, *Expiring;
 
 static PyObject *one; /* the int 1 */
 
-static PyObject *s_buckets, *s_watched, *s_indexes, *s_sorted, *s_keys, *s_max_value,
-    *s_clock_ms, *s_records, *s_undo, *s_open, *s_value, *s_tick;
+/* The attributes a run reads and sets on the keyspace, the journal and an expiring record:
+ * at their slots' offsets (``SlotAttr``, _cslots.h), a load each, for the classes that slot
+ * them; a getattr each for anything else. */
+static SlotAttr s_buckets, s_watched, s_indexes, s_sorted, s_keys, s_max_value, s_clock_ms,
+    s_records, s_undo, s_open, s_value, s_tick;
 
 /* -- the reply buffer ------------------------------------------------------------------------ */
 
@@ -169,9 +174,9 @@ run_release(Run *r)
 }
 
 static int
-truthy_attr(PyObject *obj, PyObject *name)
+truthy_attr(PyObject *obj, SlotAttr *name)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
+    PyObject *value = slot_attr_get(name, obj);
     if (value == NULL)
         return -1;
     int truth = PyObject_IsTrue(value);
@@ -180,9 +185,9 @@ truthy_attr(PyObject *obj, PyObject *name)
 }
 
 static int
-contains_attr(PyObject *obj, PyObject *name, PyObject *key)
+contains_attr(PyObject *obj, SlotAttr *name, PyObject *key)
 {
-    PyObject *value = PyObject_GetAttr(obj, name);
+    PyObject *value = slot_attr_get(name, obj);
     if (value == NULL)
         return -1;
     int found = PySequence_Contains(value, key);
@@ -197,7 +202,7 @@ run_load(Run *r)
 {
     run_release(r);
     r->read_bucket_known = 0;
-    r->buckets = PyObject_GetAttr(r->ks, s_buckets);
+    r->buckets = slot_attr_get(&s_buckets, r->ks);
     if (r->buckets == NULL)
         return -1;
     if (!PyDict_CheckExact(r->buckets)) {
@@ -211,15 +216,15 @@ run_load(Run *r)
 static int
 load_journal(Run *r)
 {
-    r->records = PyObject_GetAttr(r->journal, s_records);
-    r->undo = PyObject_GetAttr(r->journal, s_undo);
+    r->records = slot_attr_get(&s_records, r->journal);
+    r->undo = slot_attr_get(&s_undo, r->journal);
     if (r->records == NULL || r->undo == NULL)
         return -1;
     if (!PyList_CheckExact(r->records) || !PyList_CheckExact(r->undo)) {
         PyErr_SetString(PyExc_TypeError, "journal of an unexpected shape");
         return -1;
     }
-    r->watched = truthy_attr(r->ks, s_watched);
+    r->watched = truthy_attr(r->ks, &s_watched);
     return r->watched < 0 ? -1 : 0;
 }
 
@@ -232,12 +237,12 @@ run_load_writes(Run *r)
         return 0;
     if (load_journal(r) < 0)
         return -1;
-    int index = contains_attr(r->ks, s_indexes, r->bucket);
-    int sorted = index == 0 ? contains_attr(r->ks, s_sorted, r->bucket) : 0;
+    int index = contains_attr(r->ks, &s_indexes, r->bucket);
+    int sorted = index == 0 ? contains_attr(r->ks, &s_sorted, r->bucket) : 0;
     if (index < 0 || sorted < 0)
         return -1;
     r->indexed = index || sorted;
-    PyObject *max_value = PyObject_GetAttr(r->ks, s_max_value);
+    PyObject *max_value = slot_attr_get(&s_max_value, r->ks);
     if (max_value == NULL)
         return -1;
     r->max_value = PyLong_AsSsize_t(max_value);
@@ -251,7 +256,7 @@ run_settle_keys(Run *r)
 {
     if (r->keys_delta == 0)
         return 0;
-    PyObject *keys = PyObject_GetAttr(r->ks, s_keys);
+    PyObject *keys = slot_attr_get(&s_keys, r->ks);
     if (keys == NULL)
         return -1;
     PyObject *delta = PyLong_FromSsize_t(r->keys_delta);
@@ -260,7 +265,7 @@ run_settle_keys(Run *r)
     Py_XDECREF(delta);
     if (sum == NULL)
         return -1;
-    int rc = PyObject_SetAttr(r->ks, s_keys, sum);
+    int rc = slot_attr_set(&s_keys, r->ks, sum);
     Py_DECREF(sum);
     if (rc == 0)
         r->keys_delta = 0;
@@ -404,7 +409,7 @@ lookup(Run *r, PyObject *key, PyObject **value, long long *tick)
     }
     if ((PyObject *)Py_TYPE(stored) != Expiring)
         return F_OTHER;
-    PyObject *deadline = PyObject_GetAttr(stored, s_tick);
+    PyObject *deadline = slot_attr_get(&s_tick, stored);
     if (deadline == NULL)
         return -1;
     long long when = PyLong_AsLongLong(deadline);
@@ -413,7 +418,7 @@ lookup(Run *r, PyObject *key, PyObject **value, long long *tick)
         return -1;
     if (when <= r->now_ms)
         return F_OTHER;
-    PyObject *inner = PyObject_GetAttr(stored, s_value);
+    PyObject *inner = slot_attr_get(&s_value, stored);
     if (inner == NULL)
         return -1;
     if (!PyBytes_CheckExact(inner)) {
@@ -878,14 +883,14 @@ run_with(PyObject *const *args, int writes)
     }
     /* As ``execute`` does per command: the clock, and an open group closed first. */
     PyObject *now = PyLong_FromLongLong(r.now_ms);
-    if (now == NULL || PyObject_SetAttr(r.ks, s_clock_ms, now) < 0) {
+    if (now == NULL || slot_attr_set(&s_clock_ms, r.ks, now) < 0) {
         Py_XDECREF(now);
         return NULL;
     }
     Py_DECREF(now);
     /* A group left open before the run would take in the first command's ops: Python's
      * way, so that command is Python's. */
-    int open = truthy_attr(r.journal, s_open);
+    int open = truthy_attr(r.journal, &s_open);
     if (open < 0)
         return NULL;
     Out o = {0};
@@ -997,8 +1002,8 @@ line_load(LineRun *l)
     run_release(r);
     if (run_load(r) < 0 || load_journal(r) < 0)
         return -1;
-    int index = truthy_attr(r->ks, s_indexes);
-    int sorted = truthy_attr(r->ks, s_sorted);
+    int index = truthy_attr(r->ks, &s_indexes);
+    int sorted = truthy_attr(r->ks, &s_sorted);
     if (index < 0 || sorted < 0)
         return -1;
     l->any_index = index || sorted;
@@ -1738,7 +1743,7 @@ PyMODINIT_FUNC
 PyInit__cplain(void)
 {
     struct {
-        PyObject **slot;
+        SlotAttr *slot;
         const char *text;
     } names[] = {
         {&s_buckets, "_buckets"}, {&s_watched, "_watched"}, {&s_indexes, "_indexes"},
@@ -1750,8 +1755,8 @@ PyInit__cplain(void)
     if (one == NULL)
         return NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        *names[i].slot = PyUnicode_InternFromString(names[i].text);
-        if (*names[i].slot == NULL)
+        names[i].slot->name = PyUnicode_InternFromString(names[i].text);
+        if (names[i].slot->name == NULL)
             return NULL;
     }
     return PyModule_Create(&module_def);
