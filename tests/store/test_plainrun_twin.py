@@ -287,7 +287,9 @@ def test_c_run_reads_slots_at_their_offsets_only_where_they_are_slots(
     refuses a SET of two bytes, which the slot's 1000 would let through)."""
     c_run = _plainrun._c.run  # type: ignore[union-attr]
     for ks_class, refused in ((Keyspace, False), (_OneByteValues, True), (Keyspace, False)):
-        replies = {run: _set_reply(run, ks_class(now_ms=NOW_MS)) for run in (c_run, run_plain_python)}
+        replies = {
+            run: _set_reply(run, ks_class(now_ms=NOW_MS)) for run in (c_run, run_plain_python)
+        }
         assert replies[c_run] == replies[run_plain_python], ks_class
         assert replies[c_run].startswith(b"-") == refused, (ks_class, replies)
     ks = Keyspace(now_ms=NOW_MS)  # made with the slot, then the class changes under it
