@@ -91,7 +91,10 @@ def test_a_set_runs_in_the_turn_and_a_get_is_served(loop: RecordingLoop, twin: s
     conn.data_received(SET)
     assert transport.writes == [] and conn._in_turn and len(owner.turn) == 1
     assert owner._turn_requests == 1
-    owner.end_turn()
+    # The SET opened the turn: its end is the next callback of the loop.
+    (turn_over,) = loop._ready  # type: ignore[attr-defined]
+    assert turn_over._callback == owner._turn_over and owner._turn_number == 1
+    turn_over._run()
     assert transport.writes == [b"+OK\r\n"] and not conn._in_turn and len(log.appended) == 1
     conn.session.last_interaction = 0.0  # set again by each read
     conn.data_received(GET)

@@ -223,6 +223,64 @@ write_replies(PyObject *self, PyObject *transport, PyObject *replies)
     return paused < 0 ? -1 : 0;
 }
 
+/* StoreOwner.join_turn(sink, executor, request, replies, count) in C, its twin: hold the
+ * replies of ``request``, run in the loop turn's group, for end_turn (the turn opened first
+ * if it is empty). */
+static int
+join_turn(PyObject *owner, PyObject *sink, PyObject *executor, PyObject *request,
+          PyObject *replies, Py_ssize_t count)
+{
+    PyObject *turn = field(L_OWNER, owner, O_TURN);
+    int open = turn == NULL ? -1 : PyObject_IsTrue(turn);
+    if (open < 0) {
+        return -1;
+    }
+    if (!open) {
+        PyObject *opened = call_method0(owner, str_open_turn);
+        if (opened == NULL) {
+            return -1;
+        }
+        Py_DECREF(opened);
+        turn = field(L_OWNER, owner, O_TURN);
+        if (turn == NULL) {
+            return -1;
+        }
+    }
+    PyObject *entry = PyTuple_Pack(4, sink, executor, request, replies);
+    if (entry == NULL) {
+        return -1;
+    }
+    Py_INCREF(turn);
+    int appended;
+    if (PyList_CheckExact(turn)) {
+        appended = PyList_Append(turn, entry);
+    }
+    else {
+        PyObject *r = PyObject_CallMethod(turn, "append", "O", entry);
+        appended = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(turn);
+    Py_DECREF(entry);
+    return appended < 0 ? -1 : add_to_slot(L_OWNER, owner, O_TURN_REQUESTS, count);
+}
+
+/* RespConnection._joined_turn(count) in C, its twin: ``count`` requests ran in the loop
+ * turn's group, counted as served. */
+static int
+joined_turn(PyObject *self, PyObject *owner, Py_ssize_t count)
+{
+    Py_XSETREF(CONN(C_IN_TURN), Py_NewRef(Py_True));
+    PyObject *loop = field(L_CONNECTION, self, C_LOOP);
+    if (loop == NULL
+        || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
+        || add_to_slot(L_CONNECTION, self, C_REQUESTS, count) < 0
+        || add_to_slot(L_OWNER, owner, O_INLINE, count) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /* Every command was served inline (served == end) or ran in the loop turn's group
  * (turned == end): the part of _express_taken those outcomes take, in its order. */
 static int
@@ -254,24 +312,8 @@ common_outcome(PyObject *self, PyObject *session, PyObject *requests, PyObject *
         }
     }
     /* owner.join_turn(self, executor, (commands, bucket, protocol, side, served, turned),
-     * turn_replies, count), spelled out, then _joined_turn(count) */
+     * turn_replies, count), then _joined_turn(count) */
     Py_ssize_t count = turned - served;
-    PyObject *turn = field(L_OWNER, owner, O_TURN);
-    int open = turn == NULL ? -1 : PyObject_IsTrue(turn);
-    if (open < 0) {
-        return -1;
-    }
-    if (!open) {
-        PyObject *opened = call_method0(owner, str_open_turn);
-        if (opened == NULL) {
-            return -1;
-        }
-        Py_DECREF(opened);
-        turn = field(L_OWNER, owner, O_TURN);
-        if (turn == NULL) {
-            return -1;
-        }
-    }
     PyObject *bucket = field(L_SESSION, session, S_BUCKET);
     PyObject *protocol = field(L_SESSION, session, S_PROTOCOL);
     PyObject *side = field(L_CONNECTION, self, C_SIDE);
@@ -293,36 +335,9 @@ common_outcome(PyObject *self, PyObject *session, PyObject *requests, PyObject *
     for (int k = 0; k < 6; k++) {
         PyTuple_SET_ITEM(request, k, items[k]);
     }
-    PyObject *entry = request == NULL ? NULL
-        : PyTuple_Pack(4, self, executor, request, turn_replies);
-    Py_XDECREF(request);
-    Py_INCREF(turn);
-    int appended = -1;
-    if (entry != NULL && PyList_CheckExact(turn)) {
-        appended = PyList_Append(turn, entry);
-    }
-    else if (entry != NULL) {
-        PyObject *r = PyObject_CallMethod(turn, "append", "O", entry);
-        appended = r == NULL ? -1 : 0;
-        Py_XDECREF(r);
-    }
-    Py_DECREF(turn);
-    Py_XDECREF(entry);
-    if (appended < 0) {
-        return -1;
-    }
-    if (add_to_slot(L_OWNER, owner, O_TURN_REQUESTS, count) < 0) {
-        return -1;
-    }
-    Py_XSETREF(CONN(C_IN_TURN), Py_NewRef(Py_True));
-    PyObject *loop = field(L_CONNECTION, self, C_LOOP);
-    if (loop == NULL
-        || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
-        || add_to_slot(L_CONNECTION, self, C_REQUESTS, count) < 0
-        || add_to_slot(L_OWNER, owner, O_INLINE, count) < 0) {
-        return -1;
-    }
-    return 0;
+    int joined = join_turn(owner, self, executor, request, turn_replies, count);
+    Py_DECREF(request);
+    return joined < 0 ? -1 : joined_turn(self, owner, count);
 }
 
 /* Steps 2 and 3 (the connection, its decoder, session and owner checked complete). */

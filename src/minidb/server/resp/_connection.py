@@ -429,11 +429,7 @@ class RespConnection(Connection):
             owner.join_turn(self, self._executor, (
                 commands, session.bucket, session.protocol, self.side, served, turned
             ), turn_replies, count)
-            # _joined_turn(count), spelled out
-            self._in_turn = True
-            self._idle_from = self._loop.time()
-            self.requests += count
-            owner.inline += count
+            self._joined_turn(count)
             if turned == end:
                 return
             served = turned  # the rest needs Python, or room
