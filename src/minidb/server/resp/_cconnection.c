@@ -223,6 +223,21 @@ write_replies(PyObject *self, PyObject *transport, PyObject *replies)
     return paused < 0 ? -1 : 0;
 }
 
+/* ``count`` requests of the connection served without the mailbox (at once, or in the loop
+ * turn's group): the idle timeout counts from now, and they are counted. */
+static int
+count_served(PyObject *self, PyObject *owner, Py_ssize_t count)
+{
+    PyObject *loop = field(L_CONNECTION, self, C_LOOP);
+    if (loop == NULL
+        || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
+        || add_to_slot(L_CONNECTION, self, C_REQUESTS, count) < 0
+        || add_to_slot(L_OWNER, owner, O_INLINE, count) < 0) {
+        return -1;
+    }
+    return 0;
+}
+
 /* StoreOwner.join_turn(sink, executor, request, replies, count) in C, its twin: hold the
  * replies of ``request``, run in the loop turn's group, for end_turn (the turn opened first
  * if it is empty). */
@@ -271,14 +286,7 @@ static int
 joined_turn(PyObject *self, PyObject *owner, Py_ssize_t count)
 {
     Py_XSETREF(CONN(C_IN_TURN), Py_NewRef(Py_True));
-    PyObject *loop = field(L_CONNECTION, self, C_LOOP);
-    if (loop == NULL
-        || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
-        || add_to_slot(L_CONNECTION, self, C_REQUESTS, count) < 0
-        || add_to_slot(L_OWNER, owner, O_INLINE, count) < 0) {
-        return -1;
-    }
-    return 0;
+    return count_served(self, owner, count);
 }
 
 /* Every command was served inline (served == end) or ran in the loop turn's group
@@ -296,11 +304,7 @@ common_outcome(PyObject *self, PyObject *session, PyObject *requests, PyObject *
     Py_XSETREF(SLOT(L_REQUESTS, requests, R_RUNS), Py_NewRef(Py_True));
     if (served) {
         /* _served_inline and _write */
-        PyObject *loop = field(L_CONNECTION, self, C_LOOP);
-        if (loop == NULL
-            || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
-            || add_to_slot(L_CONNECTION, self, C_REQUESTS, served) < 0
-            || add_to_slot(L_OWNER, owner, O_INLINE, served) < 0) {
+        if (count_served(self, owner, served) < 0) {
             return -1;
         }
         PyObject *transport = field(L_CONNECTION, self, C_TRANSPORT);
