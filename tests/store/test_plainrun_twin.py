@@ -10,6 +10,8 @@ random places, through a RESP connection's decoder and session into either run.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -40,6 +42,7 @@ from minidb.store import (
     plain_end_python,
     run_plain_python,
 )
+from minidb.store._plainrun import answer_turn_python
 from minidb.wal import encode_groups
 
 NOW_MS = 1_700_000_000_000
@@ -490,3 +493,70 @@ def test_c_plain_end_checks_every_arity_both_ways() -> None:
             expected = plain_end_python(commands, 0, arities)
             assert expected == (argc == need or (arity < 0 and argc > need)), (name, argc)
             assert _plainrun._c.plain_end(commands, 0, arities) == expected, (name, argc)  # type: ignore[union-attr]
+
+
+# -- the turn's answers --------------------------------------------------------------------
+
+
+class _Sink:
+    """Records its replies; ``then`` runs after it records one (a failure, a later entry)."""
+
+    def __init__(self, seen: list[tuple[str, bytes]], name: str,
+                 then: Callable[[], None] | None = None) -> None:  # fmt: skip
+        self.seen, self.name, self.then = seen, name, then
+
+    def turn_answered(self, replies: bytes) -> None:
+        self.seen.append((self.name, replies))
+        if self.then is not None:
+            self.then()
+
+
+def _answered(answer: Callable[[list[Any]], None], build: Callable[..., list[Any]]) -> object:
+    """What ``answer`` (a twin of answer_turn) does with the turn ``build(seen)`` makes:
+    the replies each sink saw, in order, and the error it raised (type and message)."""
+    seen: list[tuple[str, bytes]] = []
+    turn = build(seen)
+    try:
+        answer(turn)
+    except Exception as exc:
+        return seen, type(exc), str(exc)
+    return seen, None, None
+
+
+def _late_entry(seen: list[tuple[str, bytes]]) -> list[Any]:
+    turn: list[Any] = []
+    turn.append((_Sink(seen, "a", lambda: turn.append((_Sink(seen, "late"), 0, 0, b"L"))),
+                 0, 0, b"A"))  # fmt: skip
+    return turn
+
+
+def _failing(seen: list[tuple[str, bytes]]) -> list[Any]:
+    def fail() -> None:
+        raise OSError("gone")
+
+    return [(_Sink(seen, "a", fail), 0, 0, b"A"), (_Sink(seen, "b"), 0, 0, b"B")]
+
+
+TURNS: dict[str, Callable[..., list[Any]]] = {
+    "in order": lambda seen: [(_Sink(seen, str(i)), 0, 0, b"%d" % i) for i in range(5)],
+    "empty": lambda seen: [],
+    "lists": lambda seen: [[_Sink(seen, "a"), 0, 0, b"A"]],
+    "an entry made during the loop": _late_entry,
+    "a failing sink": _failing,
+    "too long": lambda seen: [(_Sink(seen, "a"), 0, 0, b"A", 0)],
+    "too short": lambda seen: [(_Sink(seen, "a"), b"A")],
+    "not a sequence": lambda seen: [(_Sink(seen, "a"), 0, 0, b"A"), 7],
+    "no turn_answered": lambda seen: [(object(), 0, 0, b"A")],
+}
+
+
+@needs_c
+@pytest.mark.parametrize("case", TURNS)
+def test_c_answer_turn_equals_the_python_loop(case: str) -> None:
+    """Each sink answered in order, as long as the turn is when each entry is reached; an
+    entry that is no 4-sequence, or a sink that fails, stops it with Python's error."""
+    c = _answered(_plainrun._c.answer_turn, TURNS[case])  # type: ignore[union-attr]
+    python = _answered(answer_turn_python, TURNS[case])
+    assert c == python
+    if case == "in order":
+        assert c == ([(str(i), b"%d" % i) for i in range(5)], None, None)

@@ -26,6 +26,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -297,6 +298,22 @@ static PyObject *scan_raw_function;    /* this module's scan_raw, lent to take *
 
 #define FIELD(self, i) (*(PyObject **)((char *)(self) + decoder_offsets[i]))
 
+/* ``counter + by`` (``by`` >= 0): in C for an int in range, else by ``+``. */
+static PyObject *
+add_count(PyObject *counter, Py_ssize_t by)
+{
+    if (PyLong_CheckExact(counter)) {
+        int overflow;
+        long long value = PyLong_AsLongLongAndOverflow(counter, &overflow);
+        if (!overflow && value <= LLONG_MAX - by)
+            return PyLong_FromLongLong(value + by);
+    }
+    PyObject *by_obj = PyLong_FromSsize_t(by);
+    PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(counter, by_obj);
+    Py_XDECREF(by_obj);
+    return sum;
+}
+
 static PyObject *
 take_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -337,17 +354,22 @@ take_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (taken == NULL || taken == Py_None)
         return taken;
     /* self._bytes_fed += len(data); self._commands += len(taken[0]) */
-    PyObject *first = PySequence_GetItem(taken, 0);
-    Py_ssize_t count = first == NULL ? -1 : PyObject_Size(first);
-    Py_XDECREF(first);
+    Py_ssize_t count;
+    if (PyTuple_CheckExact(taken) && PyTuple_GET_SIZE(taken) > 0
+        && PyList_CheckExact(PyTuple_GET_ITEM(taken, 0))) {
+        count = PyList_GET_SIZE(PyTuple_GET_ITEM(taken, 0));  /* the express lane's */
+    }
+    else {
+        PyObject *first = PySequence_GetItem(taken, 0);
+        count = first == NULL ? -1 : PyObject_Size(first);
+        Py_XDECREF(first);
+    }
     if (count < 0)
         goto error;
     Py_ssize_t by[2] = {PyBytes_GET_SIZE(data), count};
     int fields[2] = {D_BYTES_FED, D_COMMANDS};
     for (int k = 0; k < 2; k++) {
-        PyObject *by_obj = PyLong_FromSsize_t(by[k]);
-        PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(FIELD(self, fields[k]), by_obj);
-        Py_XDECREF(by_obj);
+        PyObject *sum = add_count(FIELD(self, fields[k]), by[k]);
         if (sum == NULL)
             goto error;
         Py_SETREF(FIELD(self, fields[k]), sum);

@@ -164,7 +164,7 @@ from minidb.store._follow import REPLICA_REFUSAL, FollowExecutor
 from minidb.store._journal import OpJournal
 from minidb.store._log import CommitLog, SplitSyncLog
 from minidb.store._mailbox import Batch, Executor, Mailbox, ReplySink, TurnSink
-from minidb.store._plainrun import wall_clock_ms
+from minidb.store._plainrun import answer_turn, wall_clock_ms
 from minidb.store._pubsub import PubSub, registry_for
 from minidb.store._state import StoreState
 
@@ -610,8 +610,7 @@ class StoreOwner:
         self._count_group(self._turn_requests)
         reason = self._write_log() if wrote else None
         if reason is None:
-            for sink, _, _, replies in turn:
-                sink.turn_answered(replies)
+            answer_turn(turn)
         else:
             batches = [
                 Batch([request], sink, 0.0, executor=executor)

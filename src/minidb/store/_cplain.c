@@ -46,8 +46,23 @@ static PyObject *one; /* the int 1 */
 /* The attributes a run reads and sets on the keyspace, the journal and an expiring record:
  * at their slots' offsets (``SlotAttr``, _cslots.h), a load each, for the classes that slot
  * them; a getattr each for anything else. */
+static PyObject *s_turn_answered;
 static SlotAttr s_buckets, s_watched, s_indexes, s_sorted, s_keys, s_max_value, s_clock_ms,
     s_records, s_undo, s_open, s_value, s_tick;
+
+/* PyLong_AsLongLong, without its byte-array path for an int of more than one digit (on
+ * 3.11: a millisecond clock's, converted a few times per run), raising as it raises. */
+static long long
+as_long_long(PyObject *obj)
+{
+    int overflow;
+    long long value = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (overflow) {
+        PyErr_SetString(PyExc_OverflowError, "Python int too large to convert to C long long");
+        return -1;
+    }
+    return value;
+}
 
 /* -- the reply buffer ------------------------------------------------------------------------ */
 
@@ -412,7 +427,7 @@ lookup(Run *r, PyObject *key, PyObject **value, long long *tick)
     PyObject *deadline = slot_attr_get(&s_tick, stored);
     if (deadline == NULL)
         return -1;
-    long long when = PyLong_AsLongLong(deadline);
+    long long when = as_long_long(deadline);
     Py_DECREF(deadline);
     if (when == -1 && PyErr_Occurred())
         return -1;
@@ -868,8 +883,8 @@ run_with(PyObject *const *args, int writes)
     Py_ssize_t at = PyLong_AsSsize_t(args[3]);
     r.bucket = args[4];
     r.protocol = (int)PyLong_AsLong(args[5]);
-    r.now_ms = PyLong_AsLongLong(args[6]);
-    long long room = PyLong_AsLongLong(args[7]);
+    r.now_ms = as_long_long(args[6]);
+    long long room = as_long_long(args[7]);
     r.max_reply = PyLong_AsSsize_t(args[8]);
     PyObject *fallback = args[10];
     Counts counts = {args[9], NULL, 0};
@@ -1388,8 +1403,8 @@ run_line(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     r->ks = args[0];
     r->journal = args[1];
     PyObject *requests = args[2], *fallback = args[5];
-    r->now_ms = PyLong_AsLongLong(args[3]);
-    long long room = PyLong_AsLongLong(args[4]);
+    r->now_ms = as_long_long(args[3]);
+    long long room = as_long_long(args[4]);
     if (PyErr_Occurred())
         return NULL;
     if (!PyList_CheckExact(requests)) {
@@ -1614,7 +1629,7 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (read || turn != Py_None) {
             room = PyObject_CallNoArgs(PyTuple_GET_ITEM(lane, 5));
-            long long left = room == NULL ? -1 : PyLong_AsLongLong(room);
+            long long left = room == NULL ? -1 : as_long_long(room);
             if (left == -1 && PyErr_Occurred())
                 goto error;
             if (left >= 0) {
@@ -1634,7 +1649,7 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     goto error;
                 next = PyTuple_GET_ITEM(ran, 0);
                 next_room = PyTuple_GET_ITEM(ran, 2);
-                left = PyLong_AsLongLong(next_room);
+                left = as_long_long(next_room);
                 if (left == -1 && PyErr_Occurred())
                     goto error;
             }
@@ -1680,6 +1695,47 @@ error:
     return NULL;
 }
 
+/* answer_turn(turn): ``for sink, _, _, replies in turn: sink.turn_answered(replies)``, the
+ * twin of ``_plainrun.answer_turn_python`` (an entry unpacked as Python unpacks it). */
+static PyObject *
+answer_turn(PyObject *module, PyObject *turn)
+{
+    if (!PyList_CheckExact(turn)) {
+        PyErr_SetString(PyExc_TypeError, "answer_turn() takes a list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(turn); i++) {  /* as long as it is now */
+        PyObject *item = PyList_GET_ITEM(turn, i);
+        if (Py_TYPE(item)->tp_iter == NULL && !PySequence_Check(item)) {
+            PyErr_Format(PyExc_TypeError, "cannot unpack non-iterable %.200s object",
+                         Py_TYPE(item)->tp_name);
+            return NULL;
+        }
+        PyObject *entry = PySequence_Fast(item, "cannot unpack an entry");
+        if (entry == NULL)
+            return NULL;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(entry);
+        if (n != 4) {
+            if (n > 4)
+                PyErr_SetString(PyExc_ValueError, "too many values to unpack (expected 4)");
+            else
+                PyErr_Format(PyExc_ValueError,
+                             "not enough values to unpack (expected 4, got %zd)", n);
+            Py_DECREF(entry);
+            return NULL;
+        }
+        PyObject **items = PySequence_Fast_ITEMS(entry);
+        PyObject *args[2] = {items[0], items[3]};
+        PyObject *r = PyObject_VectorcallMethod(s_turn_answered, args,
+                                                2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_DECREF(entry);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1720,6 +1776,9 @@ static PyMethodDef methods[] = {
      "fallback) -> (next, replies, room)"},
     {"plain_end", (PyCFunction)(void (*)(void))plain_end, METH_FASTCALL,
      "plain_end(commands, start, arities) -> where the run of plain commands ends"},
+    {"answer_turn", (PyCFunction)answer_turn, METH_O,
+     "answer_turn(turn): each (sink, executor, request, replies) of the loop turn's group "
+     "handed its replies, sink.turn_answered(replies), in order."},
     {"express", (PyCFunction)(void (*)(void))express, METH_FASTCALL,
      "express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, room_of, "
      "max_reply, calls, bucket, protocol, clock, inline, turn)) -> None | (commands, end, "
@@ -1752,7 +1811,8 @@ PyInit__cplain(void)
         {&s_open, "_open"},       {&s_value, "value"},      {&s_tick, "_wheel_tick"},
     };
     one = PyLong_FromLong(1);
-    if (one == NULL)
+    s_turn_answered = PyUnicode_InternFromString("turn_answered");
+    if (one == NULL || s_turn_answered == NULL)
         return NULL;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         names[i].slot->name = PyUnicode_InternFromString(names[i].text);
