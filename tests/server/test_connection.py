@@ -635,11 +635,12 @@ def test_connection_batch_answered_busy_while_cut_waits_behind_what_was_handed_b
 def test_connection_counts_each_batch_latency_from_send_to_write(loop: RecordingLoop) -> None:
     """A batch's requests are counted in the latency histogram once, together, at the time
     from their send to the owner to the write of their replies."""
+    now = [loop.time()]
+    sent = now[0]
+    loop.time = lambda: now[0]  # type: ignore[method-assign]  # (bound by the connection)
     conn, _, owner = _connection(loop)
-    sent = loop.time()
-    loop.time = lambda: sent  # type: ignore[method-assign]
     conn.data_received(b"SET b k v\nGET b k\n")
-    loop.time = lambda: sent + 0.3  # type: ignore[method-assign]
+    now[0] = sent + 0.3
     owner.commit(owner.mailbox.take(10))
     stats = conn._hub.statistics()
     assert stats.latency_buckets[LATENCY_BOUNDS_S.index(0.5)] == 2

@@ -71,7 +71,8 @@ while an older one still waits) is held until everything before it is answered, 
 (called by the owner once per group) writes every answered batch at the head with one
 ``transport.write``.
 
-Timers, read from ``loop.time()`` so a virtual clock drives them:
+Timers, read from ``loop.time()`` so a virtual clock drives them (the loop's ``time``, bound
+once when the connection is made: a clock is replaced on the loop before connections use it):
 
 - idle: one per connection, pushed out lazily: a take only notes when it happened
   (``_idle_from``, one store), and the timer, when it fires, re-arms itself at that moment
@@ -132,7 +133,8 @@ class Connection(asyncio.Protocol):
 
     __slots__ = (
         "__dict__", "__weakref__", "_backlog", "_closed", "_cut", "_deferred", "_draining",
-        "_idle_from", "_in_turn", "_loop", "_output_paused", "_pending", "_soft_limit",
+        "_idle_from", "_in_turn", "_loop", "_loop_time", "_output_paused", "_pending",
+        "_soft_limit",
         "_transport", "requests",
     )  # fmt: skip
     # The fields the RESP connection's C data_received, turn_answered and output_room read
@@ -153,6 +155,9 @@ class Connection(asyncio.Protocol):
         config = hub.config
         self._hub = hub
         self._loop = loop
+        # Bound once: read once per request at -P 1 (a staticmethod's lookup on the loop's
+        # class and its instance dict cost more than the clock itself).
+        self._loop_time = loop.time
         self._mailbox = hub.owner.mailbox
         self._idle_s = config.idle_timeout
         self._request_timeout_s = config.request_timeout
@@ -194,7 +199,7 @@ class Connection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
-        self._opened_at = now = self._loop.time()
+        self._opened_at = now = self._loop_time()
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._hub.opened(self)
@@ -260,7 +265,7 @@ class Connection(asyncio.Protocol):
             logging.INFO,
             "connection_close",
             peer=self._peer,
-            duration_s=f"{self._loop.time() - self._opened_at:.3f}",
+            duration_s=f"{self._loop_time() - self._opened_at:.3f}",
             requests=self.requests,
             **({"error": exc} if exc is not None else {}),
         )
@@ -387,14 +392,14 @@ class Connection(asyncio.Protocol):
         """Send requests whose replies nobody will read (a closed connection's last word to
         the owner, such as forgetting its WATCH): past the room check, one batch at most per
         closing connection, and never handed back for want of output room."""
-        batch = Batch(requests, self, self._loop.time(), executor=self._batch_executor)
+        batch = Batch(requests, self, self._loop_time(), executor=self._batch_executor)
         batch.sink = _NO_READER
         with contextlib.suppress(UnavailableError):  # the owner is gone, the keyspace too
             self._mailbox.put_nowait(batch)
 
     def _answer_locally(self, replies: list[bytes]) -> None:
         count = len(replies)
-        now = self._loop.time()
+        now = self._loop_time()
         self._idle_from = now
         self.requests += count
         self._in_flight += count
@@ -429,11 +434,11 @@ class Connection(asyncio.Protocol):
 
     def _shed(self, requests: list[Any], weight: int) -> None:
         count = len(requests)
-        self._idle_from = self._loop.time()
+        self._idle_from = self._loop_time()
         self.requests += count
         self._in_flight += weight
         batch = Batch(
-            requests, self, self._loop.time() + self._request_timeout_s,
+            requests, self, self._loop_time() + self._request_timeout_s,
             executor=self._batch_executor, size=weight,
         )
         batch.replies = self._refusals(requests, self.busy_reply)
@@ -445,7 +450,7 @@ class Connection(asyncio.Protocol):
     def _room_wait_expired(self, quiet: bool) -> bool:
         """Queue for mailbox room (again); True once this wait has lasted the request
         timeout."""
-        now = self._loop.time()
+        now = self._loop_time()
         if self._room_since is None:
             self._room_since = now
             if self._request_timer is None:
@@ -529,7 +534,7 @@ class Connection(asyncio.Protocol):
             done += batch.size
             out += replies
             if now is None:
-                now = self._loop.time()
+                now = self._loop_time()
             # The batch was sent at deadline - request timeout (see _send_to_owner).
             self._hub.observe_latency(
                 now - batch.deadline + self._request_timeout_s, len(batch.requests)
@@ -566,7 +571,7 @@ class Connection(asyncio.Protocol):
         if last.requests is _PUSHED:
             last.replies.append(data)  # type: ignore[union-attr]
         else:
-            batch = Batch(_PUSHED, self, self._loop.time() + self._request_timeout_s, size=0)
+            batch = Batch(_PUSHED, self, self._loop_time() + self._request_timeout_s, size=0)
             batch.replies = [data]
             pending.append(batch)
         self._pushed += len(data)
@@ -625,7 +630,7 @@ class Connection(asyncio.Protocol):
                 self._arm_idle(due)  # a take since it was armed: not idle for long enough
                 return
             if any(batch.held for batch in self._pending):
-                self._arm_idle(self._loop.time() + self._idle_s)
+                self._arm_idle(self._loop_time() + self._idle_s)
                 return
             event(logger, logging.INFO, "connection_idle", peer=self._peer, idle_s=self._idle_s)
             self._close_or_abort()
@@ -635,7 +640,7 @@ class Connection(asyncio.Protocol):
     def _on_request_timeout(self) -> None:
         self._request_timer = None
         try:
-            now = self._loop.time()
+            now = self._loop_time()
             expired = 0
             for batch in self._pending:
                 if batch.deadline > now:

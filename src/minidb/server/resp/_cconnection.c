@@ -35,13 +35,13 @@
 
 /* The slots read or set, per class, by offset in its instances (resolved once). */
 enum {
-    C_PENDING, C_DEFERRED, C_BACKLOG, C_DRAINING, C_CLOSED, C_IN_TURN, C_IDLE_FROM, C_LOOP,
+    C_PENDING, C_DEFERRED, C_BACKLOG, C_DRAINING, C_CLOSED, C_IN_TURN, C_IDLE_FROM, C_LOOP_TIME,
     C_REQUESTS, C_TRANSPORT, C_OUTPUT_PAUSED, C_CUT, C_SOFT_LIMIT, C_REQUESTS_DECODER,
     C_SESSION, C_OWNER, C_EXECUTOR, C_HEAD, C_UNIX_TIME, C_SIDE, C_FIELDS
 };
 static const char *const connection_fields[C_FIELDS] = {
     "_pending", "_deferred", "_backlog", "_draining", "_closed", "_in_turn", "_idle_from",
-    "_loop", "requests", "_transport", "_output_paused", "_cut", "_soft_limit",
+    "_loop_time", "requests", "_transport", "_output_paused", "_cut", "_soft_limit",
     "requests_decoder", "session", "_owner", "_executor", "_express_head", "_unix_time", "side",
 };
 enum { R_CLOSING, R_HELD, R_DECODER, R_RUNS, R_FIELDS };
@@ -86,7 +86,7 @@ static PyObject *python_data_received, *python_turn_answered, *python_output_roo
 static PyObject *connection_data_received, *express_function;
 static PyTypeObject *deque_type;  /* collections.deque: the connection's queues */
 
-static PyObject *str_take_whole, *str_express_taken, *str_time, *str_write, *str_fail,
+static PyObject *str_take_whole, *str_express_taken, *str_write, *str_fail,
     *str_data_received, *str_turn_answered, *str_open_turn, *str_get_write_buffer_size, *str_hard_limit,
     *str_drop_for_output, *str_flush;
 
@@ -228,9 +228,9 @@ write_replies(PyObject *self, PyObject *transport, PyObject *replies)
 static int
 count_served(PyObject *self, PyObject *owner, Py_ssize_t count)
 {
-    PyObject *loop = field(L_CONNECTION, self, C_LOOP);
-    if (loop == NULL
-        || set_slot(L_CONNECTION, self, C_IDLE_FROM, call_method0(loop, str_time)) < 0
+    PyObject *loop_time = field(L_CONNECTION, self, C_LOOP_TIME);
+    if (loop_time == NULL
+        || set_slot(L_CONNECTION, self, C_IDLE_FROM, PyObject_CallNoArgs(loop_time)) < 0
         || add_to_slot(L_CONNECTION, self, C_REQUESTS, count) < 0
         || add_to_slot(L_OWNER, owner, O_INLINE, count) < 0) {
         return -1;
@@ -680,7 +680,7 @@ module_exec(PyObject *m)
         const char *text;
     } names[] = {
         {&str_take_whole, "take_whole"}, {&str_express_taken, "_express_taken"},
-        {&str_time, "time"}, {&str_write, "write"}, {&str_fail, "_fail"},
+        {&str_write, "write"}, {&str_fail, "_fail"},
         {&str_data_received, "data_received"}, {&str_turn_answered, "turn_answered"}, {&str_open_turn, "_open_turn"},
         {&str_get_write_buffer_size, "get_write_buffer_size"}, {&str_flush, "flush"},
         {&str_hard_limit, "_hard_limit"}, {&str_drop_for_output, "_drop_for_output"},

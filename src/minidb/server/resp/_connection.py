@@ -411,7 +411,7 @@ class RespConnection(Connection):
         session.last_plain = commands
         requests.runs = True
         if served:  # _served_inline and _write, spelled out
-            self._idle_from = self._loop.time()
+            self._idle_from = self._loop_time()
             self.requests += served
             owner.inline += served
             transport = self._transport
@@ -460,7 +460,7 @@ class RespConnection(Connection):
         """``count`` requests ran in the loop turn's group: their replies come with
         ``turn_answered``; count them as served here (the hub's latency zero)."""
         self._in_turn = True
-        self._idle_from = self._loop.time()  # a take: the idle timeout counts from here
+        self._idle_from = self._loop_time()  # a take: the idle timeout counts from here
         self.requests += count
         self._owner.inline += count
 
@@ -494,7 +494,7 @@ class RespConnection(Connection):
 
     def _served_inline(self, served: int, replies: bytes) -> None:
         """``served`` requests were answered inline with ``replies``: count them and write."""
-        self._idle_from = self._loop.time()  # a take: the idle timeout counts from here
+        self._idle_from = self._loop_time()  # a take: the idle timeout counts from here
         self.requests += served
         self._owner.inline += served  # the owner's answers; the hub's latency zero
         self._write(replies)
@@ -515,7 +515,7 @@ class RespConnection(Connection):
     def _on_idle(self) -> None:
         if self.session.pubsub.subscribed(self):
             # A subscriber waits for messages, not for replies: Redis never times it out.
-            self._arm_idle(self._loop.time() + self._idle_s)
+            self._arm_idle(self._loop_time() + self._idle_s)
             return
         super()._on_idle()
 
