@@ -36,8 +36,9 @@ def _need(binary: str) -> str:
 
 
 def drain_stderr(server: ServerProcess) -> ServerProcess:
-    """Read the server's log as it comes: hundreds of clients log thousands of lines
-    (connection_open/close), and a full pipe would block the server in write()."""
+    """Read the server's log as it comes: hundreds of clients may log thousands of lines
+    (connection_open/close at --log-level debug), and a full pipe would block the server in
+    write()."""
     assert server.proc.stderr is not None
     stream = server.proc.stderr
     threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()

@@ -16,6 +16,8 @@ PASSWORD_ENV = "MINIDB_PASSWORD"
 """Where the password comes from when ``--requirepass`` is not given (kept out of ``ps``)."""
 
 LOOPS = ("minidb", "asyncio")
+LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+"""``--log-level``'s names and their ``logging`` levels."""
 """Event loops ``--loop`` accepts: minidb.runtime's timer-wheel loop, or stock asyncio."""
 
 
@@ -134,6 +136,11 @@ def register(subparsers: Any) -> None:
         "--s3-endpoint", default=None, metavar="URL",
         help="S3-compatible endpoint for --replicate-to / --replica-of s3:// (MinIO, moto, R2)",
     )
+    parser.add_argument(
+        "--log-level", choices=LOG_LEVELS, default="info",
+        help="the least severe events logged (default info); debug adds one event per "
+        "connection opened and closed, as Redis's verbose level does",
+    )
     # Where the fdatasync runs: for benchmarks, not for operators (see store._actor).
     parser.add_argument(
         "--sync-in", choices=defaults.SYNC_PLACES, default="loop", help=argparse.SUPPRESS
@@ -187,7 +194,7 @@ def _serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         sys.stderr.write(f"minidb serve: error: {exc}\n")
         return 2
-    configure()
+    configure(LOG_LEVELS[args.log_level])
     from minidb.store import scripting
 
     scripting.configure(time_limit_ms=config.lua_time_limit)

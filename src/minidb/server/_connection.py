@@ -209,7 +209,9 @@ class Connection(asyncio.Protocol):
             )
             self._idle_from = now
             self._arm_idle(now + self._idle_s)
-            event(logger, logging.INFO, "connection_open", peer=self._peer)
+            # Debug, as Redis's "Accepted" is verbose: a line per connection costs about as
+            # much as the rest of its opening (stdlib logging's record, caller and handler).
+            event(logger, logging.DEBUG, "connection_open", peer=self._peer)
         except Exception as exc:
             self._fail("connection_made", exc)
 
@@ -262,7 +264,7 @@ class Connection(asyncio.Protocol):
         self._hub.closed(self)
         event(
             logger,
-            logging.INFO,
+            logging.DEBUG,
             "connection_close",
             peer=self._peer,
             duration_s=f"{self._loop_time() - self._opened_at:.3f}",

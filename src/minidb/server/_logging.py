@@ -1,8 +1,10 @@
 """Structured logs with the standard library: one event name plus key=value fields per line.
 
-stdlib ``logging`` rather than structlog: the server logs a handful of events (connection
-open/close, lifecycle, failures), far from the hot path, and key=value output needs only a
-formatter, not a dependency. Call ``event(logger, level, "name", key=value, ...)``.
+stdlib ``logging`` rather than structlog: the server logs a handful of events (lifecycle,
+failures, connection open/close at debug), far from the hot path, and key=value output needs
+only a formatter, not a dependency. Call ``event(logger, level, "name", key=value, ...)``. Each
+connection's open and close are debug events (``minidb serve --log-level debug``): at info, a
+client that connects per request would pay a log record per connection.
 """
 
 from __future__ import annotations
