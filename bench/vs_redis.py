@@ -170,8 +170,8 @@ def run_matrix(peers: list[str], policies: list[str], rounds: int, requests: int
                             matrix.results.setdefault((policy, depth, test), {}).setdefault(
                                 name, []).append(rps)  # fmt: skip
                         print(f"# {policy} round {round_ + 1} {name} -P {depth}: " + " ".join(
-                            f"{test}={rps[-1]:.0f}" for (p, d, test), by in matrix.results.items()
-                            if (p, d) == (policy, depth) and (rps := by.get(name))
+                            f"{test}={runs[-1]:.0f}" for (p, d, test), by in matrix.results.items()
+                            if (p, d) == (policy, depth) and (runs := by.get(name))
                         ), file=sys.stderr, flush=True)  # fmt: skip
                         if peer.metrics_port:
                             after = peer.wal_figures()

@@ -227,3 +227,30 @@ def test_the_c_wall_clock_reads_the_python_clock() -> None:
         after = _plainrun.wall_clock_ms_python()
         assert type(now) is int
         assert before <= now <= after, (before, now, after)
+
+
+@needs_c
+def test_c_express_serves_a_read_of_gets_whole_and_runs_nothing_in_the_turn() -> None:
+    """Given the turn's journal too, a read of nothing but GETs is served at once, each GET
+    run and counted once: nothing runs (again) in the turn."""
+    lane, calls, asked = _lane(7, False, 16, True, 1 << 40, 2, True, True)
+    wire = encode_command([b"GET", b"other"]) + encode_command([b"GET", b"missing"])
+    c = _plainrun._c.express(SCAN, wire, MAX_COUNT, MAX_BULK, lane)  # type: ignore[union-attr]
+    assert c is not None and c[1:] == (2, 2, b"$-1\r\n$-1\r\n", 2, b"")
+    assert calls == {b"GET": 2} and asked == [1 << 40]
+    assert not cast(OpJournal, lane[12]).records
+
+
+@needs_c
+def test_c_express_asks_the_default_clock_as_c() -> None:
+    """With the owner's default clock (``wall_clock_ms``, which the C call runs without the
+    call protocol) the run's time is the wall clock's, as the Python clock reads it."""
+    lane, _, _ = _lane(7, False, 16, True, 1 << 40, 2, True, True)
+    lane = (*lane[:10], _plainrun.wall_clock_ms, *lane[11:])
+    ks = cast(Keyspace, lane[3])
+    wire = encode_command([b"SET", b"k", b"v"])
+    before = _plainrun.wall_clock_ms_python()
+    c = _plainrun._c.express(SCAN, wire, MAX_COUNT, MAX_BULK, lane)  # type: ignore[union-attr]
+    after = _plainrun.wall_clock_ms_python()
+    assert c is not None and c[4:] == (1, b"+OK\r\n")
+    assert before <= ks._clock_ms <= after, (before, ks._clock_ms, after)

@@ -43,10 +43,11 @@ static PyObject *KeyUndo, *PutOp, *RemoveOp, *Expiring;
 
 static PyObject *one; /* the int 1 */
 
+static PyObject *s_turn_answered; /* the method answer_turn calls on each sink */
+
 /* The attributes a run reads and sets on the keyspace, the journal and an expiring record:
  * at their slots' offsets (``SlotAttr``, _cslots.h), a load each, for the classes that slot
  * them; a getattr each for anything else. */
-static PyObject *s_turn_answered;
 static SlotAttr s_buckets, s_watched, s_indexes, s_sorted, s_keys, s_max_value, s_clock_ms,
     s_records, s_undo, s_open, s_value, s_tick;
 
@@ -847,11 +848,22 @@ counts_flush(Counts *c)
     PyObject *seen = PyDict_GetItemWithError(c->calls, c->name);
     if (seen == NULL && PyErr_Occurred())
         return -1;
-    PyObject *add = PyLong_FromLongLong(c->pending);
-    PyObject *count = add == NULL ? NULL : seen ? PyNumber_Add(seen, add) : new_ref(add);
-    Py_XDECREF(add);
-    if (count == NULL)
-        return -1;
+    PyObject *count = NULL;
+    if (seen != NULL && PyLong_CheckExact(seen)) {  /* an int in range: added in C */
+        int overflow;
+        long long was = PyLong_AsLongLongAndOverflow(seen, &overflow);
+        if (!overflow && was >= 0 && was <= LLONG_MAX - c->pending)
+            count = PyLong_FromLongLong(was + c->pending);
+    }
+    if (count == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        PyObject *add = PyLong_FromLongLong(c->pending);
+        count = add == NULL ? NULL : seen ? PyNumber_Add(seen, add) : new_ref(add);
+        Py_XDECREF(add);
+        if (count == NULL)
+            return -1;
+    }
     int rc = PyDict_SetItem(c->calls, c->name, count);
     Py_DECREF(count);
     if (rc == 0)
@@ -870,11 +882,19 @@ count_call(Counts *c, PyObject *name)
     return 0;
 }
 
-/* ``run``'s body. ``writes`` (only with ``fallback`` None: the express lane's run in the loop
- * turn's group) lets writes run here too, with ``journal`` the owner's: the run still stops at
- * the first command Python must run, which the caller runs itself. */
-static PyObject *
-run_with(PyObject *const *args, int writes)
+/* What a run returns: where it stopped, its replies (a new reference) and the room left. */
+typedef struct {
+    Py_ssize_t next;
+    PyObject *replies;
+    long long room;
+} Ran;
+
+/* ``run``'s body, its result in ``ran`` (0, or -1 with an exception set). ``writes`` (only
+ * with ``fallback`` None: the express lane's run in the loop turn's group) lets writes run here
+ * too, with ``journal`` the owner's: the run still stops at the first command Python must run,
+ * which the caller runs itself. */
+static int
+run_into(PyObject *const *args, int writes, Ran *ran)
 {
     Run r = {0};
     r.ks = args[0];
@@ -891,23 +911,24 @@ run_with(PyObject *const *args, int writes)
     int stop_at_python = fallback == Py_None;
     r.reads_only = stop_at_python && !writes;
     if (PyErr_Occurred())
-        return NULL;
+        return -1;
     if (!PyList_CheckExact(argvs) || !PyBytes_CheckExact(r.bucket) || !PyDict_CheckExact(counts.calls)) {
         PyErr_SetString(PyExc_TypeError, "run() needs a list of argvs, a bytes bucket and a dict");
-        return NULL;
+        return -1;
     }
     /* As ``execute`` does per command: the clock, and an open group closed first. */
-    PyObject *now = PyLong_FromLongLong(r.now_ms);
+    PyObject *now = PyLong_CheckExact(args[6]) ? Py_NewRef(args[6])
+                                               : PyLong_FromLongLong(r.now_ms);
     if (now == NULL || slot_attr_set(&s_clock_ms, r.ks, now) < 0) {
         Py_XDECREF(now);
-        return NULL;
+        return -1;
     }
     Py_DECREF(now);
     /* A group left open before the run would take in the first command's ops: Python's
      * way, so that command is Python's. */
     int open = truthy_attr(r.journal, &s_open);
     if (open < 0)
-        return NULL;
+        return -1;
     Out o = {0};
     if (run_load(&r) < 0)
         goto error;
@@ -945,16 +966,13 @@ run_with(PyObject *const *args, int writes)
     if (run_settle_keys(&r) < 0 || counts_flush(&counts) < 0)
         goto error;
     run_release(&r);
-    PyObject *replies = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
+    ran->replies = PyBytes_FromStringAndSize(o.data ? o.data : "", o.len);
     PyMem_Free(o.data);
-    if (replies == NULL)
-        return NULL;
-    PyObject *stop = PyLong_FromSsize_t(at), *left = PyLong_FromLongLong(room);
-    PyObject *result = stop && left ? PyTuple_Pack(3, stop, replies, left) : NULL;
-    Py_XDECREF(stop);
-    Py_XDECREF(left);
-    Py_DECREF(replies);
-    return result;
+    if (ran->replies == NULL)
+        return -1;
+    ran->next = at;
+    ran->room = room;
+    return 0;
 
 error:
     {
@@ -967,7 +985,22 @@ error:
     }
     run_fail(&r);
     PyMem_Free(o.data);
-    return NULL;
+    return -1;
+}
+
+/* ``run_into``'s result as ``run`` returns it: (next, replies, room). */
+static PyObject *
+run_with(PyObject *const *args, int writes)
+{
+    Ran ran;
+    if (run_into(args, writes, &ran) < 0)
+        return NULL;
+    PyObject *stop = PyLong_FromSsize_t(ran.next), *left = PyLong_FromLongLong(ran.room);
+    PyObject *result = stop && left ? PyTuple_Pack(3, stop, ran.replies, left) : NULL;
+    Py_XDECREF(stop);
+    Py_XDECREF(left);
+    Py_DECREF(ran.replies);
+    return result;
 }
 
 /* -- the line protocol's batch -------------------------------------------------------------
@@ -1560,6 +1593,17 @@ run(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return run_with(args, 0);
 }
 
+/* wall_clock_ms() -> the owner's default clock, ``wall_clock_ms_python`` in C: the express lane
+ * asks the clock once per read it serves, and a Python function is a frame there. */
+static PyObject *
+wall_clock_ms(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
+{
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    return PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
+}
+
 /* express(scan, data, max_count, max_bulk, (limit, arities, reads, ks, journal, room_of,
  *         max_reply, calls, bucket, protocol, clock, inline, turn))
  *     -> None | (commands, end, served, replies, turned, turn_replies)
@@ -1602,7 +1646,9 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *commands = PyList_New(0);
     if (commands == NULL)
         return NULL;
-    PyObject *zero = PyLong_FromLong(0), *now = NULL, *room = NULL, *ran = NULL, *turned = NULL;
+    PyObject *zero = PyLong_FromLong(0), *now = NULL, *room = NULL, *next_obj = NULL;
+    PyObject *next_room_obj = NULL;
+    Ran ran = {0, NULL, 0}, turned = {0, NULL, 0};
     PyObject *scan_args[6] = {data, zero, commands, PyTuple_GET_ITEM(lane, 0), args[2], args[3]};
     PyObject *taken = zero == NULL ? NULL : PyObject_Vectorcall(args[0], scan_args, 6, NULL);
     Py_ssize_t at = taken == NULL ? -1 : PyLong_AsSsize_t(taken);
@@ -1633,7 +1679,11 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             if (left == -1 && PyErr_Occurred())
                 goto error;
             if (left >= 0) {
-                now = PyObject_CallNoArgs(clock);
+                /* The owner's default clock, this module's: called as C. */
+                now = PyCFunction_Check(clock)
+                              && PyCFunction_GET_FUNCTION(clock) == (PyCFunction)wall_clock_ms
+                          ? wall_clock_ms(NULL, NULL)
+                          : PyObject_CallNoArgs(clock);
                 if (now == NULL)
                     goto error;
             }
@@ -1644,41 +1694,45 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                     PyTuple_GET_ITEM(lane, 8), PyTuple_GET_ITEM(lane, 9), now, room,
                     PyTuple_GET_ITEM(lane, 6), PyTuple_GET_ITEM(lane, 7), Py_None,
                 };
-                ran = run_with(run_args, 0);
-                if (ran == NULL)
+                if (run_into(run_args, 0, &ran) < 0)
                     goto error;
-                next = PyTuple_GET_ITEM(ran, 0);
-                next_room = PyTuple_GET_ITEM(ran, 2);
-                left = as_long_long(next_room);
-                if (left == -1 && PyErr_Occurred())
-                    goto error;
+                left = ran.room;
+                if (left >= 0 && turn != Py_None && ran.next < count) {
+                    next = next_obj = PyLong_FromSsize_t(ran.next);
+                    next_room = next_room_obj = PyLong_FromLongLong(ran.room);
+                    if (next_obj == NULL || next_room_obj == NULL)
+                        goto error;
+                }
             }
-            if (left >= 0 && turn != Py_None && PyLong_AsSsize_t(next) < count) {
+            if (left >= 0 && turn != Py_None && (ran.replies == NULL || ran.next < count)) {
                 PyObject *run_args[11] = {
                     PyTuple_GET_ITEM(lane, 3), turn, commands, next,
                     PyTuple_GET_ITEM(lane, 8), PyTuple_GET_ITEM(lane, 9), now, next_room,
                     PyTuple_GET_ITEM(lane, 6), PyTuple_GET_ITEM(lane, 7), Py_None,
                 };
-                turned = run_with(run_args, 1);
-                if (turned == NULL)
+                if (run_into(run_args, 1, &turned) < 0)
                     goto error;
             }
         }
     }
     PyObject *end_obj = PyLong_FromSsize_t(end);
     PyObject *no_replies = PyBytes_FromStringAndSize("", 0);
+    PyObject *served = ran.replies ? PyLong_FromSsize_t(ran.next) : Py_NewRef(zero);
+    PyObject *turned_next = turned.replies ? PyLong_FromSsize_t(turned.next) : Py_XNewRef(served);
     PyObject *result = NULL;
-    if (end_obj != NULL && no_replies != NULL) {
-        PyObject *served = ran ? PyTuple_GET_ITEM(ran, 0) : zero;
-        PyObject *replies = ran ? PyTuple_GET_ITEM(ran, 1) : no_replies;
-        result = PyTuple_Pack(6, commands, end_obj, served, replies,
-                              turned ? PyTuple_GET_ITEM(turned, 0) : served,
-                              turned ? PyTuple_GET_ITEM(turned, 1) : no_replies);
+    if (end_obj != NULL && no_replies != NULL && served != NULL && turned_next != NULL) {
+        result = PyTuple_Pack(6, commands, end_obj, served,
+                              ran.replies ? ran.replies : no_replies, turned_next,
+                              turned.replies ? turned.replies : no_replies);
     }
     Py_XDECREF(end_obj);
     Py_XDECREF(no_replies);
-    Py_XDECREF(turned);
-    Py_XDECREF(ran);
+    Py_XDECREF(served);
+    Py_XDECREF(turned_next);
+    Py_XDECREF(turned.replies);
+    Py_XDECREF(ran.replies);
+    Py_XDECREF(next_obj);
+    Py_XDECREF(next_room_obj);
     Py_XDECREF(now);
     Py_XDECREF(room);
     Py_DECREF(zero);
@@ -1686,8 +1740,10 @@ express(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return result;
 
 error:
-    Py_XDECREF(turned);
-    Py_XDECREF(ran);
+    Py_XDECREF(turned.replies);
+    Py_XDECREF(ran.replies);
+    Py_XDECREF(next_obj);
+    Py_XDECREF(next_room_obj);
     Py_XDECREF(now);
     Py_XDECREF(room);
     Py_XDECREF(zero);
@@ -1759,16 +1815,6 @@ bind(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* wall_clock_ms() -> the owner's default clock, ``wall_clock_ms_python`` in C: the express lane
- * asks the clock once per read it serves, and a Python function is a frame there. */
-static PyObject *
-wall_clock_ms(PyObject *Py_UNUSED(module), PyObject *Py_UNUSED(unused))
-{
-    struct timespec now;
-    if (clock_gettime(CLOCK_REALTIME, &now) != 0)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    return PyLong_FromLongLong((long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
-}
 
 static PyMethodDef methods[] = {
     {"run", (PyCFunction)(void (*)(void))run, METH_FASTCALL,
