@@ -37,7 +37,7 @@ setup(
         Extension(
             "minidb.protocol._cresp",
             ["src/minidb/protocol/_cresp.c"],
-            depends=["src/minidb/_cslots.h"],
+            depends=["src/minidb/_cslots.h", "src/minidb/_cint.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),
@@ -56,14 +56,14 @@ setup(
         Extension(
             "minidb.store._cplain",
             ["src/minidb/store/_cplain.c"],
-            depends=["src/minidb/_cslots.h"],  # the keyspace's slots read at their offsets
+            depends=["src/minidb/_cslots.h", "src/minidb/_cint.h"],  # the keyspace's slots, counters
             extra_compile_args=_FLAGS,
             optional=True,
         ),
         Extension(
             "minidb.server.resp._cconnection",
             ["src/minidb/server/resp/_cconnection.c"],
-            depends=["src/minidb/_cslots.h", "src/minidb/_cexceptions.h"],
+            depends=["src/minidb/_cslots.h", "src/minidb/_cexceptions.h", "src/minidb/_cint.h"],
             extra_compile_args=_FLAGS,
             optional=True,
         ),

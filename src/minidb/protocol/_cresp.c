@@ -26,10 +26,10 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
+#include "../_cint.h"
 #include "../_cslots.h"
 
 /* Redis's string2ll for a non-negative number: digits only, no leading zero unless "0", at
@@ -298,22 +298,6 @@ static PyObject *scan_raw_function;    /* this module's scan_raw, lent to take *
 
 #define FIELD(self, i) (*(PyObject **)((char *)(self) + decoder_offsets[i]))
 
-/* ``counter + by`` (``by`` >= 0): in C for an int in range, else by ``+``. */
-static PyObject *
-add_count(PyObject *counter, Py_ssize_t by)
-{
-    if (PyLong_CheckExact(counter)) {
-        int overflow;
-        long long value = PyLong_AsLongLongAndOverflow(counter, &overflow);
-        if (!overflow && value <= LLONG_MAX - by)
-            return PyLong_FromLongLong(value + by);
-    }
-    PyObject *by_obj = PyLong_FromSsize_t(by);
-    PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(counter, by_obj);
-    Py_XDECREF(by_obj);
-    return sum;
-}
-
 static PyObject *
 take_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -369,7 +353,7 @@ take_whole(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t by[2] = {PyBytes_GET_SIZE(data), count};
     int fields[2] = {D_BYTES_FED, D_COMMANDS};
     for (int k = 0; k < 2; k++) {
-        PyObject *sum = add_count(FIELD(self, fields[k]), by[k]);
+        PyObject *sum = int_plus(FIELD(self, fields[k]), by[k]);
         if (sum == NULL)
             goto error;
         Py_SETREF(FIELD(self, fields[k]), sum);

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../_cint.h"
 #include "../_cslots.h"
 
 #define MAX_KEY_BYTES (64 * 1024)
@@ -848,22 +849,9 @@ counts_flush(Counts *c)
     PyObject *seen = PyDict_GetItemWithError(c->calls, c->name);
     if (seen == NULL && PyErr_Occurred())
         return -1;
-    PyObject *count = NULL;
-    if (seen != NULL && PyLong_CheckExact(seen)) {  /* an int in range: added in C */
-        int overflow;
-        long long was = PyLong_AsLongLongAndOverflow(seen, &overflow);
-        if (!overflow && was >= 0 && was <= LLONG_MAX - c->pending)
-            count = PyLong_FromLongLong(was + c->pending);
-    }
-    if (count == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        PyObject *add = PyLong_FromLongLong(c->pending);
-        count = add == NULL ? NULL : seen ? PyNumber_Add(seen, add) : new_ref(add);
-        Py_XDECREF(add);
-        if (count == NULL)
-            return -1;
-    }
+    PyObject *count = seen ? int_plus(seen, c->pending) : PyLong_FromLongLong(c->pending);
+    if (count == NULL)
+        return -1;
     int rc = PyDict_SetItem(c->calls, c->name, count);
     Py_DECREF(count);
     if (rc == 0)

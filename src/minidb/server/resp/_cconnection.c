@@ -28,9 +28,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <limits.h>
-
 #include "../../_cexceptions.h"
+#include "../../_cint.h"
 #include "../../_cslots.h"
 
 /* The slots read or set, per class, by offset in its instances (resolved once). */
@@ -162,17 +161,7 @@ add_to_slot(int l, PyObject *obj, int i, Py_ssize_t by)
     if (now == NULL) {
         return -1;
     }
-    if (PyLong_CheckExact(now)) {
-        int overflow;
-        long long value = PyLong_AsLongLongAndOverflow(now, &overflow);
-        if (!overflow && by >= 0 && value <= LLONG_MAX - by) {
-            return set_slot(l, obj, i, PyLong_FromLongLong(value + by));
-        }
-    }
-    PyObject *by_obj = PyLong_FromSsize_t(by);
-    PyObject *sum = by_obj == NULL ? NULL : PyNumber_Add(now, by_obj);
-    Py_XDECREF(by_obj);
-    return set_slot(l, obj, i, sum);
+    return set_slot(l, obj, i, int_plus(now, by));
 }
 
 static PyObject *
