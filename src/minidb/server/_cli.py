@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import signal
 import sys
@@ -16,7 +17,10 @@ PASSWORD_ENV = "MINIDB_PASSWORD"
 """Where the password comes from when ``--requirepass`` is not given (kept out of ``ps``)."""
 
 LOOPS = ("minidb", "asyncio")
-LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+LOG_LEVELS = {
+    "debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 """``--log-level``'s names and their ``logging`` levels."""
 """Event loops ``--loop`` accepts: minidb.runtime's timer-wheel loop, or stock asyncio."""
 
