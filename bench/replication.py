@@ -80,7 +80,10 @@ def throughput_and_traffic(args: argparse.Namespace) -> dict[str, Any]:
     on = _serverproc.serve(None, "--metrics-port", "0", "--replicate-to", f"file:{objects.name}",
                            "--ship-interval", str(args.ship_interval))
     on_metrics = _ports(on)
-    off = _serverproc.serve(None)
+    # The same flags but shipping, the metrics port included (only the shipping server's is
+    # read): the ratio is of shipping alone.
+    off = _serverproc.serve(None, "--metrics-port", "0")
+    _ports(off)
     try:
         rps: dict[str, list[float]] = {"on": [], "off": []}
         before = _metrics(on_metrics)

@@ -412,3 +412,50 @@ def test_introspection_task_table_folds_the_log_and_reuses_rows() -> None:
     table.prune()
     assert len(table) == 0
     loop.close()
+
+
+def test_introspection_on_demand_is_on_from_a_read_until_the_reads_stop() -> None:
+    """touch() switches introspection on; each touch keeps it on for linger_s more (virtual
+    clock), and it goes off linger_s after the last; a later touch switches it on again."""
+    loop = new_paused_loop()
+    on_demand = rt.IntrospectionOnDemand(loop, linger_s=60)
+    seen: list[bool] = []
+
+    async def main() -> None:
+        assert loop._introspector is None
+        on_demand.touch()
+        seen.append(loop._introspector is not None)
+        await asyncio.sleep(59)
+        on_demand.touch()  # the linger starts again from here
+        await asyncio.sleep(59)
+        seen.append(loop._introspector is not None)
+        await asyncio.sleep(2)
+        seen.append(loop._introspector is not None or "_run_once" in vars(loop))
+        on_demand.touch()
+        seen.append(loop._introspector is not None)
+
+    loop.run_until_complete(main())
+    on_demand.close()
+    assert loop._introspector is None
+    loop.close()
+    assert seen == [True, True, False, True]
+    assert on_demand.switched_on == 2
+
+
+def test_introspection_on_demand_leaves_alone_what_it_did_not_switch_on() -> None:
+    """Introspection switched on by someone else stays on through touches and their linger,
+    and close(); the same introspector serves the reads."""
+    loop = new_paused_loop()
+    intro = rt.enable_introspection(loop)
+    on_demand = rt.IntrospectionOnDemand(loop, linger_s=1)
+
+    async def main() -> None:
+        on_demand.touch()
+        await asyncio.sleep(5)
+
+    loop.run_until_complete(main())
+    on_demand.close()
+    assert loop._introspector is intro and on_demand.switched_on == 0
+    with pytest.raises(ValueError, match="linger_s"):
+        rt.IntrospectionOnDemand(loop, linger_s=0)
+    loop.close()

@@ -57,6 +57,25 @@ def test_metrics_debug_tasks_serves_runtime_snapshot(
     _with_metrics_server(tmp_path, body)
 
 
+def test_metrics_port_switches_introspection_on_only_for_task_reads(tmp_path: Path) -> None:
+    """The loop runs its plain turn with the metrics port open and scraped; the first
+    /debug/tasks read switches the instrumented turn on, and shutdown switches it off."""
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def body(server: Server) -> None:
+        assert server.metrics_address is not None
+        loop = asyncio.get_running_loop()
+        loops.append(loop)
+        await _http_get(server.metrics_address[1], "/metrics")
+        assert "_run_once" not in vars(loop)
+        _head, text = await _http_get(server.metrics_address[1], "/debug/tasks")
+        assert json.loads(text)["introspection"] is True
+        assert "_run_once" in vars(loop)
+
+    _with_metrics_server(tmp_path, body)
+    assert "_run_once" not in vars(loops[0])
+
+
 def test_metrics_counts_batches_and_connections(tmp_path: Path) -> None:
     """A pipelined read shows up as one batch in the histogram, and its requests in the
     latency histogram; unknown paths are 404."""

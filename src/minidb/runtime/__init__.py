@@ -7,7 +7,8 @@
   ``loop.reschedule(handle, when)`` to move an armed timer in place.
 - ``timeout()`` / ``timeout_at()``: ``asyncio.timeout`` whose ``reschedule()`` uses it.
 - ``enable_introspection()``, ``snapshot()``, ``snapshot_json()``: per-task polls, busy and
-  scheduled time, blocking-step detection, loop-wide figures (``_introspection.py``).
+  scheduled time, blocking-step detection, loop-wide figures (``_introspection.py``);
+  ``IntrospectionOnDemand``, switched on by the reads of the task table and off when they stop.
 - ``minidb.runtime.testing``: the paused-clock loop for tests, and a pytest plugin.
 - ``tune_for_throughput()``: the garbage collector set for a process that allocates per
   request (``_collector.py``): what ``minidb serve`` and the batch worker call at start.
@@ -30,7 +31,9 @@ from minidb.runtime._accel import ACCELERATED
 from minidb.runtime._collector import tune_for_throughput
 from minidb.runtime._introspection import (
     DEFAULT_BLOCKING_THRESHOLD_S,
+    ON_DEMAND_LINGER_S,
     BlockingEvent,
+    IntrospectionOnDemand,
     IntrospectionStatistics,
     disable_introspection,
     enable_introspection,
@@ -51,8 +54,10 @@ __all__ = [
     "ACCELERATED",
     "DEFAULT_BLOCKING_THRESHOLD_S",
     "INTROSPECTION_ENV",
+    "ON_DEMAND_LINGER_S",
     "BlockingEvent",
     "EventLoopPolicy",
+    "IntrospectionOnDemand",
     "IntrospectionStatistics",
     "Timeout",
     "TimerWheel",

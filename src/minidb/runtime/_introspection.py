@@ -51,7 +51,9 @@ from minidb.runtime._loop import WheelEventLoop, WheelTimerHandle, _format_handl
 
 __all__ = [
     "DEFAULT_BLOCKING_THRESHOLD_S",
+    "ON_DEMAND_LINGER_S",
     "BlockingEvent",
+    "IntrospectionOnDemand",
     "IntrospectionStatistics",
     "Introspector",
     "disable_introspection",
@@ -671,6 +673,58 @@ def disable_introspection(loop: asyncio.AbstractEventLoop | None = None) -> None
     intro = getattr(target, "_introspector", None)
     if isinstance(intro, Introspector):
         intro.uninstall()
+
+
+ON_DEMAND_LINGER_S = 60.0
+"""``IntrospectionOnDemand`` switches introspection off this long (seconds) after the last read."""
+
+
+class IntrospectionOnDemand:
+    """Introspection switched on by whoever reads the task table, and off again when nobody has
+    read it for ``linger_s``.
+
+    For a server that offers its task table (the minidb server's ``/debug/tasks``): the
+    instrumented turn runs in Python where the plain one runs in C (``_cio``), which costs a
+    request of the minidb server about half again its instructions, so it should be paid only
+    while someone (``minidb top``) is looking. ``touch()`` before each read; counters count from
+    the first one. Introspection that something else switched on (``MINIDB_INTROSPECTION=1``, a
+    call to ``enable_introspection``) is left alone: only what ``touch`` switched on is
+    switched off.
+    """
+
+    def __init__(self, loop: WheelEventLoop, linger_s: float = ON_DEMAND_LINGER_S) -> None:
+        if linger_s <= 0:
+            raise ValueError(f"linger_s must be > 0, got {linger_s}")
+        self.loop = loop
+        self.linger_s = linger_s
+        self.switched_on = 0
+        """Times ``touch`` found introspection off and switched it on."""
+        self._owned = False
+        self._expiry: asyncio.TimerHandle | None = None
+
+    def touch(self) -> None:
+        """A read of the task table: introspection is on from here until ``linger_s`` after
+        the last touch. Call it on the loop's thread."""
+        if self.loop._introspector is None:
+            enable_introspection(self.loop)
+            self._owned = True
+            self.switched_on += 1
+        if self._owned:
+            if self._expiry is not None:
+                self._expiry.cancel()
+            self._expiry = self.loop.call_later(self.linger_s, self._expire)
+
+    def close(self) -> None:
+        """Switch off what ``touch`` switched on, now."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self._expire()
+
+    def _expire(self) -> None:
+        self._expiry = None
+        if self._owned:
+            self._owned = False
+            disable_introspection(self.loop)
 
 
 def _task_state(task: asyncio.Task[Any], current: asyncio.Task[Any] | None) -> str:

@@ -46,7 +46,7 @@ from minidb.errors import ConfigError, WalError
 from minidb.replication import RetentionPolicy, Shipper, ShipperConfig, ShipperStatistics
 from minidb.replication import start_shipping as _start_shipping
 from minidb.replication._follower import Follower, FollowerStatistics
-from minidb.runtime import WheelEventLoop, enable_introspection
+from minidb.runtime import IntrospectionOnDemand, WheelEventLoop
 from minidb.server._config import ServerConfig
 from minidb.server._connection import Connection, Hub, LineConnection
 from minidb.server._fdlimit import fit_to_fd_limit
@@ -238,17 +238,17 @@ class Server:
                 open_connections=lambda: len(hub.connections),
             )
         if config.metrics_port is not None:
-            self._metrics = MetricsListener(self.registry)
+            # The metrics port serves /debug/tasks, which `minidb top` reads: its reads switch
+            # the per-task counters on, and they go off a minute after the last one (the
+            # instrumented turn costs a request about half again its instructions).
+            on_demand = IntrospectionOnDemand(loop) if isinstance(loop, WheelEventLoop) else None
+            self._metrics = MetricsListener(self.registry, introspection=on_demand)
             try:
                 self.metrics_address = self._metrics.start(config.host, config.metrics_port)
             except BaseException:
                 self._listener.close()
                 log.close()
                 raise
-            if isinstance(loop, WheelEventLoop):
-                # The metrics port serves /debug/tasks, which `minidb top` reads: give it the
-                # per-task counters (a few percent of loop overhead, paid only when asked for).
-                enable_introspection(loop)
         self._owner_task = loop.create_task(self._owner.run(), name="minidb-store-owner")
         if self._follower is not None:
             self._follower_task = loop.create_task(

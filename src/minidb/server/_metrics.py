@@ -7,7 +7,8 @@ process (the tests start many).
 
 The HTTP side is deliberately tiny (GET and HEAD, one request per connection, on the server's
 own loop): ``/metrics`` (Prometheus text), ``/debug/tasks`` (JSON from
-``minidb.runtime.snapshot()`` when the runtime provides it, else ``{}``). Serving on the loop, not
+``minidb.runtime.snapshot()`` when the runtime provides it, else ``{}``; its reads switch the
+runtime's introspection on, ``IntrospectionOnDemand``). Serving on the loop, not
 in a thread, means the snapshot is taken on the thread that owns the tasks. The port is open to
 whoever can reach it, so it has limits of its own: ``METRICS_MAX_CONNECTIONS`` at once (then it
 stops accepting, like the line port), ``METRICS_TIMEOUT_S`` per connection, and the request head
@@ -36,6 +37,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 import minidb.runtime
+from minidb.runtime import IntrospectionOnDemand
 from minidb.server._http import METHODS, Refusal, Request, RequestHead, response
 from minidb.server._hub import LATENCY_BOUNDS_S
 from minidb.server._listeners import Acceptor, AcceptStatistics, address_of, bind_listener
@@ -385,8 +387,10 @@ class MetricsListener:
         *,
         max_connections: int = METRICS_MAX_CONNECTIONS,
         timeout: float = METRICS_TIMEOUT_S,
+        introspection: IntrospectionOnDemand | None = None,
     ) -> None:
         self.registry = registry
+        self.introspection = introspection
         self.max_connections = max_connections
         self.timeout = timeout
         self.connections: set[MetricsHTTP] = set()
@@ -421,6 +425,8 @@ class MetricsListener:
             self._sock.close()
         for conn in list(self.connections):
             conn.abort()
+        if self.introspection is not None:
+            self.introspection.close()
         # Let the transports run connection_lost, so no descriptor outlives the server.
         for _ in range(2):
             await asyncio.sleep(0)
@@ -430,6 +436,8 @@ class MetricsListener:
         if path == "/metrics":
             return HTTPStatus.OK, PROMETHEUS_TEXT, generate_latest(self.registry)
         if path == "/debug/tasks":
+            if self.introspection is not None:
+                self.introspection.touch()
             body = json.dumps(task_snapshot(), default=str).encode() + b"\n"
             return HTTPStatus.OK, "application/json", body
         return HTTPStatus.NOT_FOUND, "text/plain; charset=utf-8", NOT_FOUND_BODY
