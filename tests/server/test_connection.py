@@ -354,6 +354,22 @@ def test_connection_request_timeout_answers_busy_then_drops_late_replies(
     assert conn._hub.timeouts == 1
 
 
+def test_connection_request_timeout_leaves_an_applied_batch_to_the_owner(
+    loop: RecordingLoop,
+) -> None:
+    """A batch the owner ran and holds while it polls the sockets before its group's sync
+    (``applied``) is past its deadline but not answered busy: its reply is the owner's."""
+    conn, transport, owner = _connection(loop)
+    conn.data_received(b"SET b k ran\n")
+    batch = owner.mailbox._batches[0]
+    batch.deadline = loop.time() - 1
+    batch.applied = True
+    conn._on_request_timeout()
+    assert transport.writes == [] and conn._hub.timeouts == 0
+    owner.commit([owner.mailbox._batches.popleft()])
+    assert transport.writes == [b"OK\n"]
+
+
 def test_connection_eof_keeps_writing_until_answered(loop: RecordingLoop) -> None:
     """A client that half-closes still gets its replies, then the connection closes."""
     conn, transport, owner = _connection(loop)

@@ -299,7 +299,10 @@ def test_scripting_replies_match_redis(resp: ServerProcess, redis_server: RedisS
 
 def test_scripting_long_script_is_answered_not_busy(serve: ServeFactory) -> None:
     """A script that runs past --request-timeout gets its own reply, not ERR busy for a
-    write that was done (the owner does not poll the sockets before that group's sync)."""
+    write that was done: the owner polls the sockets before that group's sync, and the
+    connection's request timer leaves the applied batch alone. (Until the batches were marked,
+    a group that ran over 0.1 s skipped the polls instead, and a script of 0.05-0.1 s, this
+    one on a fast machine, was answered ERR busy.)"""
     server = drain_stderr(serve("--resp-port", "0", "--request-timeout", "0.05",
                                 "--lua-time-limit", "60000"))
     r = _client(server)

@@ -85,7 +85,8 @@ once when the connection is made: a clock is replaced on the loop before connect
   the slot;
 - request timeout: at most one per connection, armed lazily for the oldest unanswered batch (or
   the end of a wait for room) and re-armed when it fires, not one per read. A ``held`` batch
-  (a blocked command, answered when its wait ends) is not overdue: it is never answered busy.
+  (a blocked command, answered when its wait ends) is not overdue: it is never answered busy;
+  nor is an ``applied`` one (it ran, and the owner polls the sockets before its group's sync).
 
 Containment: nothing raised while handling one connection (decoding, dispatch, a callback the
 owner or a timer makes) escapes its callbacks: it is logged once (``connection_error`` with the
@@ -647,7 +648,7 @@ class Connection(asyncio.Protocol):
             for batch in self._pending:
                 if batch.deadline > now:
                     break
-                if batch.replies is None and not batch.held:
+                if batch.replies is None and not batch.held and not batch.applied:
                     batch.replies = self._refusals(batch.requests, self.busy_reply)
                     expired += len(batch.requests)
                     self._hub.count_refused(batch, "timeout")
@@ -660,7 +661,9 @@ class Connection(asyncio.Protocol):
 
     def _arm_request_timer(self) -> None:
         when = next(
-            (b.deadline for b in self._pending if b.replies is None and not b.held), None
+            (b.deadline for b in self._pending
+             if b.replies is None and not b.held and not b.applied),
+            None,
         )
         if self._room_since is not None:
             room_deadline = self._room_since + self._request_timeout_s

@@ -185,10 +185,6 @@ EVERYSEC_INTERVAL_S = 1.0
 GATHER_POLLS = 4
 """Socket polls a writing group may wait for (while each brings more requests) before its
 sync with ``fsync="always"``, so requests arriving just behind the group share its sync."""
-LONG_GROUP_S = 0.1
-"""A writing group whose apply took longer than this (a long Lua script) syncs without the
-gather polls: its requests may be past their ``--request-timeout``, and a poll would let their
-connections' timers answer them busy although they ran and their writes are being logged."""
 
 _REPLICA_REPLY = error_reply(REPLICA_REFUSAL)
 
@@ -393,22 +389,21 @@ class StoreOwner:
                     if delay:
                         await asyncio.sleep(delay)
                 now_ms = self.clock()
-                applying = loop.time()
                 results = self._apply(batches, now_ms)
                 if self.journal.records and self.commit_delay:
                     # Postgres's commit_delay: the sync is about to be paid, so let whatever
                     # arrives meanwhile share it. Reads-only groups never wait.
                     await asyncio.sleep(self.commit_delay)
                     results += self._take_more(batches, now_ms)
-                elif (
-                    self.journal.records
-                    and self._gathers
-                    and loop.time() - applying < LONG_GROUP_S
-                ):
+                elif self.journal.records and self._gathers:
                     # The same without a set delay: poll the sockets while that brings more
                     # requests (GATHER_POLLS at most), so a straggler shares this sync instead
-                    # of paying the next one. Not after a long group (see LONG_GROUP_S).
+                    # of paying the next one. The polls run the connections' timers, which
+                    # must not answer busy a request of the group past its deadline (a long
+                    # Lua script's): it ran and its writes are about to be logged.
                     for _ in range(GATHER_POLLS):
+                        for batch in batches:
+                            batch.applied = True
                         await _one_poll()
                         more = self._take_more(batches, now_ms)
                         if not more:

@@ -133,7 +133,8 @@ class Batch:
     order."""
 
     __slots__ = (
-        "deadline", "executor", "held", "leftover", "replies", "requests", "sink", "size",
+        "applied", "deadline", "executor", "held", "leftover", "replies", "requests", "sink",
+        "size",
     )
 
     def __init__(
@@ -156,6 +157,10 @@ class Batch:
         # None until answered. Whoever answers first wins: the owner, or the connection that
         # gave up waiting (request timeout) or was refused (busy / unavailable).
         self.replies: list[bytes] | None = None
+        self.applied = False
+        """The owner ran it and lets the loop poll the sockets before its group's sync (the
+        gather polls): the request timer leaves it to the owner, whose reply follows the
+        sync. That wait is the owner's choice, not an overload, and the request has run."""
         self.held = False
         """Its last request blocked (BLPOP...): the owner answers it later, when the wait
         ends (``store._blocking``), not with the group that ran it."""
