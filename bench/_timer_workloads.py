@@ -78,7 +78,8 @@ def _new_loop(name: str) -> asyncio.AbstractEventLoop:
     if name == "uvloop":
         import uvloop
 
-        return uvloop.new_event_loop()
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+        return loop
     if name == "minidb":
         import minidb.runtime
 

@@ -43,7 +43,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _serverproc import serve
 from batch_import import generate, ranges, redis_cell, vm_hwm
-from minidb.batch._cli import DEFAULT_POLL_CAP_S
+from minidb.batch._backoff import DEFAULT_POLL_CAP_S
 from minidb.batch._queue import TaskQueue
 from minidb.objstore import FileStore
 

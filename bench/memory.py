@@ -101,7 +101,7 @@ def load(peer: Peer, shape: Shape, keys: int, batch: int) -> None:
         for start in range(0, keys, batch):
             pipe = client.pipeline(transaction=False)
             for i in range(start, min(start + batch, keys)):
-                pipe.execute_command(*shape.command(i))
+                pipe.execute_command(*shape.command(i))  # type: ignore[no-untyped-call]
             pipe.execute()
         size = client.dbsize()
         if size != keys:

@@ -19,7 +19,10 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from moto.server import DomainDispatcherApplication, create_backend_app
+from moto.server import (  # type: ignore[attr-defined]  # (not in its __all__)
+    DomainDispatcherApplication,
+    create_backend_app,
+)
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 MUTATING_METHODS = frozenset({"PUT", "POST", "DELETE"})
