@@ -138,13 +138,13 @@ async def generate(port: int, conns: int, depth: int, mix: str, seconds: float) 
 
 def generator_main(argv: list[str]) -> None:
     port, conns, depth, mix, seconds = argv
+    work = generate(int(port), int(conns), int(depth), mix, float(seconds))
     try:
         import uvloop
-
-        runner = uvloop.run
     except ImportError:
-        runner = asyncio.run
-    result = runner(generate(int(port), int(conns), int(depth), mix, float(seconds)))
+        result = asyncio.run(work)
+    else:
+        result = uvloop.run(work)
     print(json.dumps(result))
 
 
