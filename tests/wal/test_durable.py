@@ -124,6 +124,56 @@ def test_durable_log_rolls_segments_and_replays_across_them(data_dir: pathlib.Pa
     assert replay_all(data_dir)[1] == records
 
 
+def test_durable_log_writes_zeros_ahead_and_leaves_none_in_closed_segments(
+    data_dir: pathlib.Path,
+) -> None:
+    """The open segment holds zeros after its records (so a sync overwrites space the file
+    already has); a sealed segment ends at its END and a cleanly closed one at its last
+    record."""
+    from minidb.wal._writer import ZERO_AHEAD_BYTES
+
+    log, replay = open_log(data_dir)
+    assert list(replay) == []
+    log.append(RECORDS[0])
+    log.sync()
+    size = log.position().segment_size
+    written = segments(data_dir)[0].read_bytes()
+    assert len(written) == size + ZERO_AHEAD_BYTES and not written[size:].strip(b"\0")
+    base = log.begin_checkpoint()  # rolls: segment 0 is sealed
+    log.append(RECORDS[1])
+    log.sync()
+    sealed, open_ = segments(data_dir)
+    assert sealed.stat().st_size < 4096 and not sealed.read_bytes().endswith(b"\0" * 64)
+    assert open_.stat().st_size > ZERO_AHEAD_BYTES
+    log.finish_checkpoint(base, [RECORDS[0]])
+    open_size = log.position().segment_size
+    log.close()
+    assert segments(data_dir)[-1].stat().st_size == open_size
+
+
+def test_durable_log_after_a_crash_cuts_the_zeros_ahead_as_a_torn_tail(
+    data_dir: pathlib.Path,
+) -> None:
+    """A crash leaves the zeros after the last record; the next open reads them as the torn
+    tail they look like, cuts them, keeps every synced record, and goes on writing."""
+    fs = CrashFS(data_dir)
+    with using(fs):
+        log, replay = open_log(data_dir)
+        assert list(replay) == []
+        for record in RECORDS[:3]:
+            log.append(record)
+            log.sync()
+        fs.power_loss()
+    assert len(segments(data_dir)[0].read_bytes()) > log.position().segment_size
+    log, got = replay_all(data_dir)
+    assert got == RECORDS[:3]
+    assert log.torn_tail is not None  # the zeros, cut and reported
+    log.append(RECORDS[3])
+    log.sync()
+    log.close()
+    assert replay_all(data_dir)[1] == RECORDS[:4]
+
+
 def test_durable_log_wants_checkpoint_after_checkpoint_bytes(data_dir: pathlib.Path) -> None:
     """``wants_checkpoint`` turns true once that much log was written, false after one."""
     log, _ = open_log(data_dir, checkpoint_bytes=500)

@@ -78,7 +78,7 @@ from minidb.wal._manifest import Manifest
 from minidb.wal._ops import Op
 from minidb.wal._payload import frame_groups
 from minidb.wal._recovery import FileReport, Recovery
-from minidb.wal._writer import SegmentWriter
+from minidb.wal._writer import ZERO_AHEAD_BYTES, SegmentWriter
 
 logger = logging.getLogger("minidb.wal")
 
@@ -223,7 +223,7 @@ class DurableLog:
         if listing.is_empty() or _creation_interrupted(self.directory, listing):
             remove(self.directory, [*listing.segments.values(), *listing.temporaries])
             with _creating(self.directory, segment_name(0)):
-                self._writer = SegmentWriter.create(self.directory, 0)
+                self._writer = SegmentWriter.create(self.directory, 0, self._zero_ahead())
             self._segments_created += 1
             with _creating(self.directory, MANIFEST_NAME):
                 write_atomically(self.directory, MANIFEST_NAME, [Manifest(None, 0).encode()])
@@ -262,9 +262,13 @@ class DurableLog:
         if tail.good_offset < FILE_HEADER_SIZE or (empty and tail.version != FORMAT_VERSION):
             # A torn header, or an old-version segment without records: write it again.
             with _creating(self.directory, segment_name(tail.base)):
-                self._writer = SegmentWriter.create(self.directory, tail.base)
+                self._writer = SegmentWriter.create(
+                    self.directory, tail.base, self._zero_ahead()
+                )
         else:
-            self._writer = SegmentWriter.reopen(self.directory, tail.base, tail.good_offset)
+            self._writer = SegmentWriter.reopen(
+                self.directory, tail.base, tail.good_offset, self._zero_ahead()
+            )
             if tail.version != FORMAT_VERSION or tail.sealed:
                 # Never append to an older version's file, nor after an END that closed one
                 # (a crash between closing a segment and creating the next leaves that). An
@@ -591,6 +595,13 @@ class DurableLog:
         if self._state is _State.OPEN and self._unsynced:
             with contextlib.suppress(OSError):  # _fail logged it; nothing else to do now
                 self.datasync()
+        writer = self._writer
+        if self._state is _State.OPEN and writer is not None and writer.zeroed > writer.size:
+            # A cleanly closed segment holds its records only (the next start finds no torn
+            # tail to cut); if this fails, the zeros are cut at the next start as one.
+            with contextlib.suppress(OSError):
+                writer.trim()
+                writer.datasync()
         self._buffer = []
         self._buffered = 0
         if self._writer is not None:
@@ -649,6 +660,11 @@ class DurableLog:
             raise WalError(f"log is {self._state.value}, not open for writing", path=self.directory)
         return self._writer
 
+    def _zero_ahead(self) -> int:
+        # Zeros written ahead of the records (``SegmentWriter``): a MiB, or a small test
+        # segment's size, so a segment's zeros never much outgrow the segment.
+        return min(ZERO_AHEAD_BYTES, self.segment_bytes)
+
     def _start_segment(self, base: int, *, close: bool = True) -> SegmentWriter:
         # The current segment is fully synced (a failed sync would have failed the log). It is
         # closed with an END record holding its count, made durable before the next segment
@@ -659,10 +675,9 @@ class DurableLog:
             old = self._writer
             assert old is not None
             if close:
-                old.write(encode_end(base, base - old.base))
-                old.datasync()
+                old.seal(encode_end(base, base - old.base))
                 self._unsynced = False
-            new = SegmentWriter.create(self.directory, base)
+            new = SegmentWriter.create(self.directory, base, self._zero_ahead())
             old.close()
             self._writer = new
             self._segments_created += 1

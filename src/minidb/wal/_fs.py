@@ -36,6 +36,7 @@ class FileSystem:
     open = staticmethod(os.open)
     close = staticmethod(os.close)
     write = staticmethod(os.write)
+    pwrite = staticmethod(os.pwrite)
     fsync = staticmethod(os.fsync)
     # fdatasync flushes the data and the metadata needed to read it back (the size) but not the
     # modification time, which replay never looks at. Not every platform has it.
@@ -51,6 +52,14 @@ class FileSystem:
         while view:
             written = self.write(fd, view)
             view = view[written:]
+
+    def pwrite_all(self, fd: int, data: bytes, offset: int) -> None:
+        """``pwrite`` at ``offset`` until every byte is written."""
+        view = memoryview(data)
+        while view:
+            written = self.pwrite(fd, view, offset)
+            view = view[written:]
+            offset += written
 
     def fsync_dir(self, directory: str) -> None:
         """Make the directory's entries (created, renamed, removed files) durable."""

@@ -170,6 +170,13 @@ class CrashFS(FileSystem):
         inode.pending.append((end - written, bytes(data[:written])))
         return written
 
+    def pwrite(self, fd: int, data: bytes, offset: int) -> int:  # type: ignore[override]
+        self._step()
+        inode = self._file(fd)
+        written = os.pwrite(fd, data, offset)
+        inode.pending.append((offset, bytes(data[:written])))
+        return written
+
     def fsync(self, fd: int) -> None:  # type: ignore[override]
         self._step()
         inode = self._fds[fd]
