@@ -23,6 +23,7 @@ def test_seed_with_snapshot_opens_as_a_log_continuing_its_numbers(tmp_path: path
         seed.finish()
     log, payloads = replay_all(tmp_path)
     assert payloads == RECORDS
+    assert log.torn_tail is None  # the seed writes no zeros ahead: a restore opens clean
     log.append(rec(b"SET users next 1"))
     log.sync()
     assert log.statistics().appends == 1

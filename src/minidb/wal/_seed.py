@@ -158,7 +158,7 @@ class Seed:
         if number != self.next_number:
             raise ValueError(f"record {number} does not follow {self.next_number - 1}")
         if self._writer is None:
-            self._writer = SegmentWriter.create(self.directory, self.base)
+            self._writer = SegmentWriter.create(self.directory, self.base, zero_ahead=0)
         framed = encode_record(number, payload)
         self._pending.append(framed)
         self._pending_bytes += len(framed)
@@ -173,7 +173,7 @@ class Seed:
         if first != self.next_number:
             raise ValueError(f"record {first} does not follow {self.next_number - 1}")
         if self._writer is None:
-            self._writer = SegmentWriter.create(self.directory, self.base)
+            self._writer = SegmentWriter.create(self.directory, self.base, zero_ahead=0)
         self._flush()
         self._writer.write(framed)
         self.next_number = last + 1
@@ -189,7 +189,7 @@ class Seed:
         if self.base and not self._has_snapshot:
             raise ValueError(f"a log starting at record {self.base} needs its snapshot")
         if self._writer is None:
-            self._writer = SegmentWriter.create(self.directory, self.base)
+            self._writer = SegmentWriter.create(self.directory, self.base, zero_ahead=0)
         self._flush()
         self._writer.datasync()
         self._writer.close()
