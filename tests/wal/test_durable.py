@@ -167,7 +167,8 @@ def test_durable_log_after_a_crash_cuts_the_zeros_ahead_as_a_torn_tail(
     assert len(segments(data_dir)[0].read_bytes()) > log.position().segment_size
     log, got = replay_all(data_dir)
     assert got == RECORDS[:3]
-    assert log.torn_tail is not None  # the zeros, cut and reported
+    assert log.torn_tail is not None  # the zeros, cut and reported as what they are
+    assert "zeros after the last record" in str(log.torn_tail.problem)
     log.append(RECORDS[3])
     log.sync()
     log.close()

@@ -249,6 +249,10 @@ class RecordReader:
         # one is damage in the middle of the log.
         later = record_header_after(self._buf, scan_from)
         if later is None:
+            if not bytes(self._buf[pos:]).strip(b"\0"):
+                # What the writer writes ahead of its records (docs/wal-format.md, "Writing"),
+                # or a file system that made a new size durable before its data.
+                reason = "zeros after the last record"
             raise Malformed(reason, offset=pos, torn=True)
         raise Malformed(_followed(reason, later), offset=pos)
 
