@@ -481,6 +481,34 @@ def test_connection_request_timeout_exact_and_write_lands_later(
     assert landed_at == pytest.approx(5.0, abs=0.01)
 
 
+def test_connection_request_timeout_leaves_a_write_waiting_for_its_commit_delay(
+    tmp_path: Path,
+) -> None:
+    """A SET the owner ran and holds for its ``--commit-delay`` (0.1 s) past a 0.05 s request
+    timeout is answered OK after the sync, not ERR busy: it ran (``Batch.applied``)."""
+
+    async def body() -> tuple[float, bytes]:
+        loop = asyncio.get_running_loop()
+        server = Server(ServerConfig(
+            port=0, data_dir=tmp_path, request_timeout=0.05, commit_delay_us=100_000,
+        ))
+        await server.start()
+        assert server.line_address is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.line_address[1])
+        started = loop.time()
+        writer.write(b"SET users alice delayed\n")
+        reply = await reader.readline()
+        seen = (loop.time() - started, reply)
+        writer.close()
+        server.request_shutdown()
+        await server.serve()
+        return seen
+
+    answered_at, reply = run_on_virtual_clock(body)
+    assert reply == b"OK\n"
+    assert answered_at == pytest.approx(0.1, abs=0.01)
+
+
 def test_connection_room_wait_times_out_exactly_with_err_busy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

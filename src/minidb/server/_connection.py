@@ -86,7 +86,7 @@ once when the connection is made: a clock is replaced on the loop before connect
 - request timeout: at most one per connection, armed lazily for the oldest unanswered batch (or
   the end of a wait for room) and re-armed when it fires, not one per read. A ``held`` batch
   (a blocked command, answered when its wait ends) is not overdue: it is never answered busy;
-  nor is an ``applied`` one (it ran, and the owner polls the sockets before its group's sync).
+  nor is an ``applied`` one (it ran: the owner answers it after its group's sync).
 
 Containment: nothing raised while handling one connection (decoding, dispatch, a callback the
 owner or a timer makes) escapes its callbacks: it is logged once (``connection_error`` with the

@@ -398,12 +398,9 @@ class StoreOwner:
                 elif self.journal.records and self._gathers:
                     # The same without a set delay: poll the sockets while that brings more
                     # requests (GATHER_POLLS at most), so a straggler shares this sync instead
-                    # of paying the next one. The polls run the connections' timers, which
-                    # must not answer busy a request of the group past its deadline (a long
-                    # Lua script's): it ran and its writes are about to be logged.
+                    # of paying the next one. (The polls run the connections' timers, which
+                    # leave the group's batches alone: ``Batch.applied``.)
                     for _ in range(GATHER_POLLS):
-                        for batch in batches:
-                            batch.applied = True
                         await _one_poll()
                         more = self._take_more(batches, now_ms)
                         if not more:
@@ -671,6 +668,7 @@ class StoreOwner:
         ready = self.blocking.ready
         pubsub = self.pubsub
         for b in batches:
+            b.applied = True
             sink = b.sink
             blocked = False
             room = rooms.get(sink)

@@ -158,9 +158,10 @@ class Batch:
         # gave up waiting (request timeout) or was refused (busy / unavailable).
         self.replies: list[bytes] | None = None
         self.applied = False
-        """The owner ran it and lets the loop poll the sockets before its group's sync (the
-        gather polls): the request timer leaves it to the owner, whose reply follows the
-        sync. That wait is the owner's choice, not an overload, and the request has run."""
+        """The owner ran it (``StoreOwner._apply``): its replies are the owner's, after the
+        group's sync, whatever the owner awaits before that (the gather polls, the
+        ``commit_delay``, a sync in a thread), and the request timer leaves it alone. Those
+        waits are the owner's choice, not an overload, and the request may have written."""
         self.held = False
         """Its last request blocked (BLPOP...): the owner answers it later, when the wait
         ends (``store._blocking``), not with the group that ran it."""
