@@ -595,13 +595,11 @@ class DurableLog:
         if self._state is _State.OPEN and self._unsynced:
             with contextlib.suppress(OSError):  # _fail logged it; nothing else to do now
                 self.datasync()
-        writer = self._writer
-        if self._state is _State.OPEN and writer is not None and writer.zeroed > writer.size:
+        if self._state is _State.OPEN and self._writer is not None:
             # A cleanly closed segment holds its records only (the next start finds no torn
             # tail to cut); if this fails, the zeros are cut at the next start as one.
             with contextlib.suppress(OSError):
-                writer.trim()
-                writer.datasync()
+                self._writer.cut_zeros()
         self._buffer = []
         self._buffered = 0
         if self._writer is not None:

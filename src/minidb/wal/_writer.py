@@ -14,7 +14,7 @@ overwrite of blocks the file already has, inside its size, and commit no new siz
 write + fdatasync of 1.5 KB took 129 us there against 193 us for an append, which took
 durable SET at ``-P 1`` from 0.82-0.88x Redis to 1.08-1.19x. The zeros after the last record
 are what a reader already takes for a torn tail; a sealed segment and a cleanly closed one
-are cut to their records (``trim``), so only a crash leaves them.
+are cut to their records (``cut_zeros``), so only a crash leaves them.
 """
 
 from __future__ import annotations
@@ -100,14 +100,12 @@ class SegmentWriter:
         self.size = end
         self.zeroed = max(self.zeroed, end)
 
-    def trim(self) -> bool:
-        """Cut the zeros after the records (not yet durable: the next sync makes it so);
-        whether there were any."""
-        if self.zeroed <= self.size:
-            return False
-        self._fs.ftruncate(self._fd, self.size)
-        self.zeroed = self.size
-        return True
+    def cut_zeros(self) -> None:
+        """Cut the zeros after the records, durably (nothing to do if there are none)."""
+        if self.zeroed > self.size:
+            self._fs.ftruncate(self._fd, self.size)
+            self.zeroed = self.size
+            self.datasync()
 
     def seal(self, end_record: bytes) -> None:
         """Close the segment with ``end_record`` (its END), durably, and nothing after it.
@@ -115,8 +113,7 @@ class SegmentWriter:
         The zeros are cut, and the cut synced, before END is written (with no zeros after
         it): a reader refuses bytes after an END, and a crash between a write of END and a
         cut of the zeros could leave the END's block written without the new size."""
-        if self.trim():
-            self.datasync()
+        self.cut_zeros()
         self.zero_ahead = 0
         self.write(end_record)
         self.datasync()
